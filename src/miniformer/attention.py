@@ -1,0 +1,190 @@
+"""Self-attention, built from the course's primitives (A2S2) and assembled into one switchable module.
+
+The primitives are deliberately tiny: each is one line of tensor algebra with a name, so the module below reads as the
+equation softmax(mask(QKᵀ/√d)) V. The module adds the study's switches and a fast path through
+``F.scaled_dot_product_attention`` (SDPA) that the tests prove equal to the explicit path for every switch it serves.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable
+
+import torch
+import torch.nn.functional as F
+from torch import Tensor, nn
+
+# ---------------------------------------------------------------------------------------------------------------------
+# Primitives (names as in the seed notebook)
+# ---------------------------------------------------------------------------------------------------------------------
+
+
+def init_qkv_proj(n_embd: int) -> tuple[nn.Linear, nn.Linear, nn.Linear]:
+    """Three projections that give every token a query, a key and a value of the model's width."""
+    return nn.Linear(n_embd, n_embd), nn.Linear(n_embd, n_embd), nn.Linear(n_embd, n_embd)
+
+
+def pairwise_similarities(Q: Tensor, K: Tensor) -> Tensor:
+    """Dot product of every query with every key: (..., T_q, d) x (..., T_k, d) -> (..., T_q, T_k)."""
+    return Q @ K.transpose(-2, -1)
+
+
+def attn_scaled(A: Tensor, n_embd: int, n_heads: int) -> Tensor:
+    """Divide scores by √(head dim) so their variance stays ~1 and softmax does not saturate (Vaswani §3.2.1)."""
+    return A / math.sqrt(n_embd / n_heads)
+
+
+def attn_softmax(A: Tensor) -> Tensor:
+    """Turn each query's scores into a distribution over keys (last dim)."""
+    return torch.softmax(A, dim=-1)
+
+
+def compute_outputs(A: Tensor, V: Tensor) -> Tensor:
+    """Each query's output is the attention-weighted average of the values: (..., T_q, T_k) x (..., T_k, d)."""
+    return A @ V
+
+
+def make_causal_mask(n_tok: int, device: torch.device | str | None = None) -> Tensor:
+    """Boolean lower-triangular (n_tok, n_tok) mask: True where query i may look at key j (j <= i)."""
+    return torch.ones(n_tok, n_tok, dtype=torch.bool, device=device).tril()
+
+
+def apply_causal_mask(mask: Tensor, A: Tensor) -> Tensor:
+    """Set scores where ``mask`` is False to -inf so softmax gives them exactly zero weight."""
+    return A.masked_fill(~mask, float("-inf"))
+
+
+def split_heads_qkv(Q: Tensor, K: Tensor, V: Tensor, n_heads: int) -> tuple[Tensor, Tensor, Tensor]:
+    """(B, T, C) -> (B, H, T, C/H) for each of Q, K, V: every head sees its own slice of the channels."""
+    return tuple(split_heads(X, n_heads) for X in (Q, K, V))  # type: ignore[return-value]
+
+
+def split_heads(X: Tensor, n_heads: int) -> Tensor:
+    """(B, T, C) -> (B, H, T, C/H)."""
+    B, T, C = X.shape
+    return X.view(B, T, n_heads, C // n_heads).transpose(1, 2)
+
+
+def merge_heads(X: Tensor) -> Tensor:
+    """(B, H, T, D) -> (B, T, H*D): concatenate the heads' outputs back along channels (inverse of split_heads)."""
+    B, H, T, D = X.shape
+    return X.transpose(1, 2).contiguous().view(B, T, H * D)
+
+
+def self_attention(
+    Q: Tensor, K: Tensor, V: Tensor, n_heads: int, causal: bool = True, return_weights: bool = False
+) -> Tensor | tuple[Tensor, Tensor]:
+    """The primitives in their textbook order: split, QKᵀ, scale, mask, softmax, AV, merge."""
+    B, T, C = Q.shape
+    q, k, v = split_heads_qkv(Q, K, V, n_heads)
+    A = attn_scaled(pairwise_similarities(q, k), C, n_heads)
+    if causal:
+        A = apply_causal_mask(make_causal_mask(T, A.device), A)
+    A = attn_softmax(A)
+    out = merge_heads(compute_outputs(A, v))
+    return (out, A) if return_weights else out
+
+
+# ---------------------------------------------------------------------------------------------------------------------
+# The module the model uses
+# ---------------------------------------------------------------------------------------------------------------------
+
+RotaryFn = Callable[[Tensor, Tensor], tuple[Tensor, Tensor]]
+_ROLE_INDEX = {"q": 0, "k": 1, "v": 2}
+
+
+class SelfAttention(nn.Module):
+    """Multi-head self-attention with the study's switches.
+
+    Switches: ``n_head``; ``scale`` (divide by √d or not); ``qkv_order`` (which projection plays query/key/value — a
+    relabelling, e.g. "kqv"); ``head_merge`` ("concat" the heads, or "mean" them and project from one head's width).
+    The mask and the position hooks come from the caller at forward time: a boolean ``mask`` (True = may attend;
+    None = no mask at all), ``rotary`` (RoPE rotates q and k) and ``score_bias`` (ALiBi / T5 add to the scores).
+    """
+
+    def __init__(
+        self,
+        n_embd: int,
+        n_head: int,
+        scale: bool = True,
+        qkv_order: str = "qkv",
+        head_merge: str = "concat",
+        bias: bool = False,
+        dropout: float = 0.0,
+    ) -> None:
+        super().__init__()
+        if n_embd % n_head:
+            raise ValueError(f"n_embd={n_embd} is not divisible by n_head={n_head}")
+        if sorted(qkv_order) != ["k", "q", "v"]:
+            raise ValueError(f"qkv_order={qkv_order!r} must be a permutation of 'qkv'")
+        if head_merge not in ("concat", "mean"):
+            raise ValueError(f"head_merge={head_merge!r} must be 'concat' or 'mean'")
+        self.n_head, self.n_embd = n_head, n_embd
+        self.head_dim = n_embd // n_head
+        self.scale = scale
+        # One fused (C -> 3C) projection equals three separate ones (init_qkv_proj) but is one GEMM instead of three.
+        self.qkv = nn.Linear(n_embd, 3 * n_embd, bias=bias)
+        self.role = tuple(_ROLE_INDEX[r] for r in qkv_order)  # which third of qkv serves as Q, K, V
+        self.head_merge = head_merge
+        proj_in = n_embd if head_merge == "concat" else self.head_dim
+        self.proj = nn.Linear(proj_in, n_embd, bias=bias)
+        self.dropout = dropout
+        self.resid_drop = nn.Dropout(dropout)
+
+    def forward(
+        self,
+        x: Tensor,
+        mask: Tensor | None,
+        rotary: RotaryFn | None = None,
+        score_bias: Tensor | None = None,
+        return_weights: bool = False,
+        is_causal_hint: bool = False,
+    ) -> tuple[Tensor, Tensor | None]:
+        """x (B,T,C); mask broadcastable to (B,H,T,T) or None; score_bias (H,T,T) or None.
+
+        ``is_causal_hint`` says the mask is exactly the causal one, letting SDPA use its cheaper built-in causal path.
+        Returns (output, weights or None).
+        """
+        parts = self.qkv(x).split(self.n_embd, dim=2)
+        Q, K, V = (parts[i] for i in self.role)
+        q, k, v = split_heads_qkv(Q, K, V, self.n_head)
+        if rotary is not None:
+            q, k = rotary(q, k)
+        if return_weights:
+            y, w = self._explicit(q, k, v, mask, score_bias)
+        else:
+            y, w = self._sdpa(q, k, v, mask, score_bias, is_causal_hint), None
+        y = merge_heads(y) if self.head_merge == "concat" else y.mean(dim=1)
+        return self.resid_drop(self.proj(y)), w
+
+    def _explicit(
+        self, q: Tensor, k: Tensor, v: Tensor, mask: Tensor | None, score_bias: Tensor | None
+    ) -> tuple[Tensor, Tensor]:
+        A = pairwise_similarities(q, k)
+        if self.scale:
+            A = attn_scaled(A, self.n_embd, self.n_head)
+        if score_bias is not None:
+            A = A + score_bias
+        if mask is not None:
+            A = apply_causal_mask(mask, A)
+        A = attn_softmax(A)
+        A_drop = F.dropout(A, self.dropout, self.training)
+        return compute_outputs(A_drop, v), A
+
+    def _sdpa(
+        self,
+        q: Tensor,
+        k: Tensor,
+        v: Tensor,
+        mask: Tensor | None,
+        score_bias: Tensor | None,
+        is_causal_hint: bool,
+    ) -> Tensor:
+        scale = None if self.scale else 1.0  # None = SDPA's default 1/√head_dim, the same as attn_scaled
+        drop = self.dropout if self.training else 0.0
+        if score_bias is None and is_causal_hint:
+            return F.scaled_dot_product_attention(q, k, v, dropout_p=drop, is_causal=True, scale=scale)
+        attn_mask: Tensor | None = mask
+        if score_bias is not None:
+            attn_mask = score_bias if mask is None else score_bias.masked_fill(~mask, float("-inf"))
+        return F.scaled_dot_product_attention(q, k, v, attn_mask=attn_mask, dropout_p=drop, scale=scale)

@@ -1,0 +1,221 @@
+"""The mini-former: token embedding, N blocks, final norm, output projection — every ablation is a ModelConfig field."""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass, fields
+
+import torch
+import torch.nn.functional as F
+from torch import Tensor, nn
+
+from miniformer.attention import SelfAttention, make_causal_mask
+from miniformer.positions import POSITION_METHODS, build_position
+
+
+@dataclass
+class ModelConfig:
+    vocab_size: int = 128
+    block_size: int = 128
+    n_layer: int = 4
+    n_head: int = 4
+    n_embd: int = 128
+    dropout: float = 0.0
+    bias: bool = False  # no biases in Linear/LayerNorm: as good and a little faster (nanoGPT's choice)
+    pos: str = "rope"  # learned | sinusoidal | rope | alibi | t5 | none
+    attn_scale: bool = True  # divide scores by √head_dim
+    causal: bool = True  # causal mask for the causal-LM objective (False = the leaking "no mask" breakage)
+    qkv_order: str = "qkv"  # which projection plays Q, K, V; "kqv" swaps the query and key roles
+    head_merge: str = "concat"  # concat | mean
+    norm: str = "layernorm"  # layernorm | rmsnorm
+    norm_placement: str = "pre"  # pre | post
+    residual: bool = True
+    mlp_ratio: float = 4.0  # hidden width of the MLP = mlp_ratio * n_embd
+    tie_weights: bool = True
+
+    def __post_init__(self) -> None:
+        checks = [
+            (self.n_embd % self.n_head == 0, f"n_embd={self.n_embd} is not divisible by n_head={self.n_head}"),
+            (self.pos in POSITION_METHODS, f"unknown pos={self.pos!r}; choose one of {', '.join(POSITION_METHODS)}"),
+            (self.norm in ("layernorm", "rmsnorm"), f"unknown norm={self.norm!r}; choose layernorm or rmsnorm"),
+            (self.norm_placement in ("pre", "post"), f"unknown norm_placement={self.norm_placement!r}; pre or post"),
+            (self.head_merge in ("concat", "mean"), f"unknown head_merge={self.head_merge!r}; concat or mean"),
+            (sorted(self.qkv_order) == ["k", "q", "v"], f"qkv_order={self.qkv_order!r} is not a permutation of qkv"),
+            (self.mlp_ratio > 0, f"mlp_ratio={self.mlp_ratio} must be > 0"),
+            (0 <= self.dropout < 1, f"dropout={self.dropout} must be in [0, 1)"),
+            (min(self.vocab_size, self.block_size, self.n_layer, self.n_head) > 0, "sizes must be positive"),
+        ]
+        for ok, message in checks:
+            if not ok:
+                raise ValueError(message)
+        if self.pos == "rope" and (self.n_embd // self.n_head) % 2:
+            raise ValueError(f"pos=rope needs an even head dim; n_embd/n_head = {self.n_embd // self.n_head}")
+
+    @classmethod
+    def from_dict(cls, d: dict) -> ModelConfig:
+        known = {f.name for f in fields(cls)}
+        unknown = set(d) - known
+        if unknown:
+            raise ValueError(f"unknown model key(s) {sorted(unknown)}; known: {sorted(known)}")
+        return cls(**d)
+
+    def to_dict(self) -> dict:
+        return asdict(self)
+
+
+def make_norm(kind: str, n_embd: int, bias: bool) -> nn.Module:
+    return nn.LayerNorm(n_embd, bias=bias) if kind == "layernorm" else nn.RMSNorm(n_embd)
+
+
+class MLP(nn.Module):
+    def __init__(self, cfg: ModelConfig) -> None:
+        super().__init__()
+        hidden = max(1, int(cfg.mlp_ratio * cfg.n_embd))
+        self.fc = nn.Linear(cfg.n_embd, hidden, bias=cfg.bias)
+        self.proj = nn.Linear(hidden, cfg.n_embd, bias=cfg.bias)
+        self.drop = nn.Dropout(cfg.dropout)
+
+    def forward(self, x: Tensor) -> Tensor:
+        return self.drop(self.proj(F.gelu(self.fc(x))))
+
+
+class Block(nn.Module):
+    """Attention then MLP, each wrapped as pre-norm  x + f(norm(x))  or post-norm  norm(x + f(x)); residual optional."""
+
+    def __init__(self, cfg: ModelConfig) -> None:
+        super().__init__()
+        self.pre = cfg.norm_placement == "pre"
+        self.residual = cfg.residual
+        self.norm1 = make_norm(cfg.norm, cfg.n_embd, cfg.bias)
+        self.attn = SelfAttention(
+            cfg.n_embd, cfg.n_head, cfg.attn_scale, cfg.qkv_order, cfg.head_merge, cfg.bias, cfg.dropout
+        )
+        self.norm2 = make_norm(cfg.norm, cfg.n_embd, cfg.bias)
+        self.mlp = MLP(cfg)
+
+    def forward(self, x: Tensor, mask, rotary, score_bias, return_weights: bool, causal_hint: bool):
+        def attend(h: Tensor) -> tuple[Tensor, Tensor | None]:
+            return self.attn(h, mask, rotary, score_bias, return_weights, causal_hint)
+
+        def add(skip: Tensor, branch: Tensor) -> Tensor:
+            return skip + branch if self.residual else branch  # no identity path: the "no residual" breakage
+
+        if self.pre:
+            a, w = attend(self.norm1(x))
+            x = add(x, a)
+            x = add(x, self.mlp(self.norm2(x)))
+        else:
+            a, w = attend(x)
+            x = self.norm1(add(x, a))
+            x = self.norm2(add(x, self.mlp(x)))
+        return x, w
+
+
+class MiniFormer(nn.Module):
+    def __init__(self, cfg: ModelConfig) -> None:
+        super().__init__()
+        self.cfg = cfg
+        self.wte = nn.Embedding(cfg.vocab_size, cfg.n_embd)
+        self.position = build_position(cfg.pos, cfg.block_size, cfg.n_embd, cfg.n_head)
+        self.drop = nn.Dropout(cfg.dropout)
+        self.blocks = nn.ModuleList(Block(cfg) for _ in range(cfg.n_layer))
+        # Post-norm blocks already end in a norm; pre-norm needs one before the head (as in GPT-2).
+        self.norm_f = make_norm(cfg.norm, cfg.n_embd, cfg.bias) if cfg.norm_placement == "pre" else nn.Identity()
+        self.lm_head = nn.Linear(cfg.n_embd, cfg.vocab_size, bias=False)
+        if cfg.tie_weights:
+            self.lm_head.weight = self.wte.weight
+        self.apply(self._init_weights)
+        for name, p in self.named_parameters():  # GPT-2: scale residual projections by depth
+            if name.endswith("proj.weight"):
+                nn.init.normal_(p, mean=0.0, std=0.02 / (2 * cfg.n_layer) ** 0.5)
+
+    @staticmethod
+    def _init_weights(module: nn.Module) -> None:
+        if isinstance(module, nn.Linear):
+            nn.init.normal_(module.weight, mean=0.0, std=0.02)
+            if module.bias is not None:
+                nn.init.zeros_(module.bias)
+        elif isinstance(module, nn.Embedding):
+            nn.init.normal_(module.weight, mean=0.0, std=0.02)
+
+    def num_params(self) -> int:
+        return sum(p.numel() for p in self.parameters())
+
+    def default_mask(self, T: int, device: torch.device) -> Tensor | None:
+        """The mask used when the objective supplies none: causal, or nothing at all when cfg.causal is off."""
+        return make_causal_mask(T, device) if self.cfg.causal else None
+
+    def forward(
+        self,
+        idx: Tensor,
+        targets: Tensor | None = None,
+        attn_mask: Tensor | None = None,
+        return_weights: bool = False,
+        return_hidden: bool = False,
+    ) -> dict[str, Tensor | list]:
+        """idx (B,T) token ids; attn_mask (T,T) or (B,T,T) bool, True = may attend (None = cfg's default).
+
+        Returns a dict: logits, loss (mean over targets != -100, when targets given), weights (list per layer of
+        (B,H,T,T), when asked), hidden (last block's output, when asked).
+        """
+        B, T = idx.shape
+        device = idx.device
+        causal_hint = attn_mask is None and self.cfg.causal
+        mask = self.default_mask(T, device) if attn_mask is None else attn_mask
+        if mask is not None and mask.dim() == 3:
+            mask = mask[:, None]  # (B,T,T) -> (B,1,T,T) broadcasting over heads
+        x = self.wte(idx)
+        pos_emb = self.position.embed(T, device)
+        if pos_emb is not None:
+            x = x + pos_emb
+        x = self.drop(x)
+        rotary = self.position.rotary(T, device)
+        score_bias = self.position.score_bias(T, device)
+        weights = []
+        for block in self.blocks:
+            x, w = block(x, mask, rotary, score_bias, return_weights, causal_hint)
+            weights.append(w)
+        out: dict[str, Tensor | list] = {}
+        if return_hidden:
+            out["hidden"] = x
+        logits = self.lm_head(self.norm_f(x))
+        out["logits"] = logits
+        if targets is not None:
+            out["loss"] = F.cross_entropy(logits.view(-1, logits.size(-1)), targets.reshape(-1), ignore_index=-100)
+        if return_weights:
+            out["weights"] = weights
+        return out
+
+    @torch.no_grad()
+    def generate(
+        self,
+        idx: Tensor,
+        max_new_tokens: int,
+        temperature: float = 1.0,
+        top_k: int | None = None,
+        generator: torch.Generator | None = None,
+        window: int | None = None,
+        allowed_vocab: int | None = None,
+    ) -> Tensor:
+        """Sample max_new_tokens continuations of idx (B,T).
+
+        The context is NOT cropped to block_size unless ``window`` says so: methods that define every position
+        (rope, alibi, t5, sinusoidal, none) keep attending to the whole text, and learned absolute raises its clear
+        error once the text outgrows block_size. ``allowed_vocab`` restricts sampling to the first ids (excludes the
+        objectives' special tokens).
+        """
+        for _ in range(max_new_tokens):
+            ctx = idx if window is None else idx[:, -window:]
+            logits = self(ctx)["logits"][:, -1, :]
+            if allowed_vocab is not None:
+                logits = logits[:, :allowed_vocab]
+            if temperature <= 0:
+                nxt = logits.argmax(dim=-1, keepdim=True)
+            else:
+                logits = logits / temperature
+                if top_k is not None:
+                    v, _ = torch.topk(logits, min(top_k, logits.size(-1)))
+                    logits = logits.masked_fill(logits < v[:, [-1]], float("-inf"))
+                probs = torch.softmax(logits, dim=-1)
+                nxt = torch.multinomial(probs, num_samples=1, generator=generator)
+            idx = torch.cat((idx, nxt), dim=1)
+        return idx

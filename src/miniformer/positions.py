@@ -1,0 +1,185 @@
+"""Position methods. Attention itself is permutation-equivariant; these are the ways order gets in.
+
+Each method enters at one of three places: added to the token embeddings (learned, sinusoidal), a rotation of q and k
+(RoPE), or an additive bias on the attention scores (ALiBi, T5). Each class says in ``past_block_size`` what it does
+with positions it never saw in training.
+"""
+
+from __future__ import annotations
+
+import math
+
+import torch
+from torch import Tensor, nn
+
+POSITION_METHODS = ("learned", "sinusoidal", "rope", "alibi", "t5", "none")
+
+
+class PositionMethod(nn.Module):
+    """Interface: a method overrides the hooks it uses; the defaults are 'does nothing'."""
+
+    past_block_size: str = ""
+
+    def embed(self, T: int, device: torch.device) -> Tensor | None:
+        """(T, C) vector added to token embeddings, or None."""
+        return None
+
+    def rotary(self, T: int, device: torch.device):  # -> RotaryFn | None
+        """A function rotating (q, k) of shape (B,H,T,D), or None."""
+        return None
+
+    def score_bias(self, T: int, device: torch.device) -> Tensor | None:
+        """(H, T, T) additive attention-score bias, or None."""
+        return None
+
+
+class NoPosition(PositionMethod):
+    past_block_size = "nothing to extrapolate: the model never sees an index; order only comes through the causal mask"
+
+
+class LearnedAbsolute(PositionMethod):
+    past_block_size = "undefined: there is no trained vector for index >= block_size, so it raises rather than clamps"
+
+    def __init__(self, block_size: int, n_embd: int) -> None:
+        super().__init__()
+        self.block_size = block_size
+        self.wpe = nn.Embedding(block_size, n_embd)
+
+    def embed(self, T: int, device: torch.device) -> Tensor:
+        if T > self.block_size:
+            raise ValueError(
+                f"learned absolute positions cannot represent position {T - 1}: only {self.block_size} positions "
+                "were trained (block_size). Use rope/alibi/t5/sinusoidal/none to go past block_size."
+            )
+        return self.wpe(torch.arange(T, device=device))
+
+
+def sinusoidal_table(T: int, n_embd: int, device: torch.device | None = None) -> Tensor:
+    """PE[p, 2i] = sin(p / 10000^(2i/C)), PE[p, 2i+1] = cos(p / 10000^(2i/C)) (Vaswani et al. §3.5)."""
+    pos = torch.arange(T, device=device, dtype=torch.float32)[:, None]
+    inv_freq = torch.exp(-math.log(10000.0) * torch.arange(0, n_embd, 2, device=device, dtype=torch.float32) / n_embd)
+    table = torch.zeros(T, n_embd, device=device)
+    table[:, 0::2] = torch.sin(pos * inv_freq)
+    table[:, 1::2] = torch.cos(pos * inv_freq)
+    return table
+
+
+class Sinusoidal(PositionMethod):
+    past_block_size = "defined by formula for any index, but the network never saw those vectors (Press 2022: explodes)"
+
+    def __init__(self, n_embd: int) -> None:
+        super().__init__()
+        self.n_embd = n_embd
+
+    def embed(self, T: int, device: torch.device) -> Tensor:
+        return sinusoidal_table(T, self.n_embd, device)
+
+
+class Rotary(PositionMethod):
+    """RoPE (Su et al. 2021): rotate channel pairs of q and k by angle p·θ_i, so q·k depends on the offset only."""
+
+    past_block_size = "defined for any index; unseen rotation angles degrade quality gradually (Press 2022)"
+
+    def __init__(self, head_dim: int, base: float = 10000.0) -> None:
+        super().__init__()
+        if head_dim % 2:
+            raise ValueError(f"RoPE needs an even head dim, got {head_dim}")
+        self.head_dim = head_dim
+        self.register_buffer(
+            "inv_freq", base ** (-torch.arange(0, head_dim, 2, dtype=torch.float32) / head_dim), persistent=False
+        )
+        self._cache: tuple[int, torch.device, Tensor, Tensor] | None = None
+
+    def cos_sin(self, T: int, device: torch.device) -> tuple[Tensor, Tensor]:
+        if self._cache is None or self._cache[0] < T or self._cache[1] != device:
+            angles = torch.outer(torch.arange(T, device=device, dtype=torch.float32), self.inv_freq.to(device))
+            self._cache = (T, device, angles.cos(), angles.sin())
+        return self._cache[2][:T], self._cache[3][:T]
+
+    def rotary(self, T: int, device: torch.device):
+        cos, sin = self.cos_sin(T, device)
+
+        def rotate(q: Tensor, k: Tensor) -> tuple[Tensor, Tensor]:
+            return apply_rotary(q, cos, sin), apply_rotary(k, cos, sin)
+
+        return rotate
+
+
+def apply_rotary(x: Tensor, cos: Tensor, sin: Tensor) -> Tensor:
+    """Rotate the (first half, second half) channel pairs of x (..., T, D) by the angles whose cos/sin are (T, D/2)."""
+    x1, x2 = x.chunk(2, dim=-1)
+    return torch.cat((x1 * cos - x2 * sin, x1 * sin + x2 * cos), dim=-1).type_as(x)
+
+
+def alibi_slopes(n_head: int) -> Tensor:
+    """Head slopes from Press et al.: geometric 2^(-8/n)…; for non-powers of two, interleave the next power's slopes."""
+
+    def power_of_two_slopes(n: int) -> list[float]:
+        start = 2 ** (-8 / n)
+        return [start ** (i + 1) for i in range(n)]
+
+    if math.log2(n_head).is_integer():
+        return torch.tensor(power_of_two_slopes(n_head))
+    closest = 2 ** math.floor(math.log2(n_head))
+    extra = power_of_two_slopes(2 * closest)[0::2][: n_head - closest]
+    return torch.tensor(power_of_two_slopes(closest) + extra)
+
+
+class ALiBi(PositionMethod):
+    past_block_size = "defined for any offset; a linear distance penalty the model trained with (Press 2022: flat)"
+
+    def __init__(self, n_head: int) -> None:
+        super().__init__()
+        self.register_buffer("slopes", alibi_slopes(n_head), persistent=False)
+
+    def score_bias(self, T: int, device: torch.device) -> Tensor:
+        pos = torch.arange(T, device=device)
+        distance = (pos[None, :] - pos[:, None]).abs().float()  # symmetric, so bidirectional objectives work too
+        return -self.slopes.to(device)[:, None, None] * distance
+
+
+def t5_bucket(relative: Tensor, num_buckets: int, max_distance: int) -> Tensor:
+    """T5's bucketing of key-minus-query offsets: exact for small offsets, log-spaced up to max_distance, then flat.
+
+    Half of the buckets are for keys before the query and half for keys after it (bidirectional), so the same table
+    serves causal and bidirectional objectives.
+    """
+    half = num_buckets // 2
+    bucket = (relative > 0).long() * half
+    n = relative.abs()
+    exact = half // 2
+    is_small = n < exact
+    log_ratio = torch.log(n.float().clamp(min=1) / exact) / math.log(max_distance / exact)
+    large = (exact + (log_ratio * (half - exact)).long()).clamp(max=half - 1)
+    return bucket + torch.where(is_small, n, large)
+
+
+class T5Bias(PositionMethod):
+    past_block_size = "defined for any offset; offsets past max_distance share the last bucket, so it stays bounded"
+
+    def __init__(self, n_head: int, num_buckets: int = 32, max_distance: int = 128) -> None:
+        super().__init__()
+        self.num_buckets, self.max_distance = num_buckets, max_distance
+        self.bias = nn.Embedding(num_buckets, n_head)
+
+    def score_bias(self, T: int, device: torch.device) -> Tensor:
+        pos = torch.arange(T, device=device)
+        buckets = t5_bucket(pos[None, :] - pos[:, None], self.num_buckets, self.max_distance)
+        return self.bias(buckets).permute(2, 0, 1)  # (T, T, H) -> (H, T, T)
+
+
+def build_position(method: str, block_size: int, n_embd: int, n_head: int) -> PositionMethod:
+    """Factory keyed by the config's ``pos`` value."""
+    if method == "learned":
+        return LearnedAbsolute(block_size, n_embd)
+    if method == "sinusoidal":
+        return Sinusoidal(n_embd)
+    if method == "rope":
+        return Rotary(n_embd // n_head)
+    if method == "alibi":
+        return ALiBi(n_head)
+    if method == "t5":
+        return T5Bias(n_head, max_distance=block_size)
+    if method == "none":
+        return NoPosition()
+    raise ValueError(f"unknown position method pos={method!r}; choose one of {', '.join(POSITION_METHODS)}")

@@ -1,0 +1,335 @@
+"""Behaviour of the model library: each test states a property the study relies on."""
+
+from __future__ import annotations
+
+import math
+
+import pytest
+import torch
+
+from miniformer.attention import (
+    SelfAttention,
+    apply_causal_mask,
+    attn_scaled,
+    attn_softmax,
+    compute_outputs,
+    make_causal_mask,
+    merge_heads,
+    pairwise_similarities,
+    self_attention,
+    split_heads,
+    split_heads_qkv,
+)
+from miniformer.flops import count_params, flops_per_token
+from miniformer.model import MiniFormer, ModelConfig
+from miniformer.objectives import (
+    IGNORE,
+    Specials,
+    corrupt_spans,
+    make_batch,
+    mlm_batch,
+    prefix_batch,
+    prefix_mask,
+    reconstruct_spans,
+    span_batch,
+    window_length,
+)
+from miniformer.positions import Rotary, alibi_slopes, sinusoidal_table
+
+POSITIONS = ["learned", "sinusoidal", "rope", "alibi", "t5", "none"]
+
+
+def tiny(**overrides) -> ModelConfig:
+    base = dict(vocab_size=20, block_size=16, n_layer=2, n_head=4, n_embd=32)
+    base.update(overrides)
+    return ModelConfig(**base)
+
+
+def model_of(**overrides) -> MiniFormer:
+    torch.manual_seed(0)
+    return MiniFormer(tiny(**overrides)).eval()
+
+
+# --- primitives ------------------------------------------------------------------------------------------------------
+
+
+def test_primitives_compose_to_the_textbook_equation():
+    torch.manual_seed(0)
+    Q, K, V = (torch.randn(2, 5, 8) for _ in range(3))
+    out = self_attention(Q, K, V, n_heads=1, causal=True)
+    scores = Q @ K.transpose(-2, -1) / math.sqrt(8)
+    scores = scores.masked_fill(torch.ones(5, 5).triu(1).bool(), float("-inf"))
+    expected = torch.softmax(scores, -1) @ V
+    torch.testing.assert_close(out, expected)
+    assert pairwise_similarities(Q, K).shape == (2, 5, 5)
+    torch.testing.assert_close(attn_scaled(torch.ones(1), 64, 4), torch.ones(1) / 4)
+    torch.testing.assert_close(attn_softmax(torch.zeros(3, 4)).sum(-1), torch.ones(3))
+    assert compute_outputs(torch.eye(5)[None], V).equal(V)
+
+
+def test_causal_mask_is_lower_triangular_and_masks_to_minus_inf():
+    m = make_causal_mask(4)
+    assert m.equal(torch.tensor([[1, 0, 0, 0], [1, 1, 0, 0], [1, 1, 1, 0], [1, 1, 1, 1]], dtype=torch.bool))
+    A = apply_causal_mask(m, torch.zeros(4, 4))
+    assert torch.isinf(A[0, 1]) and A[1, 0] == 0
+
+
+def test_split_then_merge_is_identity():
+    X = torch.randn(3, 7, 24)
+    assert merge_heads(split_heads(X, 6)).equal(X)
+    q, k, v = split_heads_qkv(X, X, X, 4)
+    assert q.shape == (3, 4, 7, 6)
+
+
+# --- attention module ------------------------------------------------------------------------------------------------
+
+SWITCHES = [
+    dict(),
+    dict(attn_scale=False),
+    dict(causal=False),
+    dict(qkv_order="kqv"),
+    dict(head_merge="mean"),
+    dict(n_head=1),
+    *[dict(pos=p) for p in POSITIONS],
+]
+
+
+@pytest.mark.parametrize("overrides", SWITCHES, ids=lambda d: ",".join(f"{k}={v}" for k, v in d.items()) or "base")
+def test_sdpa_fast_path_equals_explicit_path(overrides):
+    model = model_of(**overrides)
+    idx = torch.randint(0, 20, (2, 16))
+    fast = model(idx)["logits"]
+    explicit = model(idx, return_weights=True)["logits"]
+    torch.testing.assert_close(fast, explicit, rtol=1e-4, atol=1e-5)
+
+
+@pytest.mark.parametrize("objective", ["mlm", "prefix", "span"])
+def test_sdpa_equals_explicit_under_objective_masks(objective):
+    model = model_of(pos="alibi")
+    g = torch.Generator().manual_seed(0)
+    tokens = torch.randint(0, 10, (3, window_length(objective, 16)))
+    batch = make_batch(objective, tokens, Specials(10, n_sentinels=9), g)
+    fast = model(batch.x, attn_mask=batch.mask)["logits"]
+    explicit = model(batch.x, attn_mask=batch.mask, return_weights=True)["logits"]
+    torch.testing.assert_close(fast, explicit, rtol=1e-4, atol=1e-5)
+
+
+@pytest.mark.parametrize("pos", POSITIONS)
+def test_causal_output_ignores_the_future_and_no_mask_does_not(pos):
+    idx = torch.randint(0, 20, (1, 16))
+    later = idx.clone()
+    later[0, 10:] = (later[0, 10:] + 1) % 20
+    causal = model_of(pos=pos)
+    a, b = causal(idx)["logits"], causal(later)["logits"]
+    torch.testing.assert_close(a[:, :10], b[:, :10])
+    leaky = model_of(pos=pos, causal=False)
+    assert not torch.allclose(leaky(idx)["logits"][:, :10], leaky(later)["logits"][:, :10])
+
+
+def test_attention_weights_above_diagonal_are_exactly_zero():
+    out = model_of()(torch.randint(0, 20, (2, 16)), return_weights=True)
+    for w in out["weights"]:
+        assert torch.all(w.triu(1) == 0)
+        torch.testing.assert_close(w.sum(-1), torch.ones_like(w.sum(-1)))
+    unmasked = model_of(causal=False)(torch.randint(0, 20, (2, 16)), return_weights=True)["weights"][0]
+    assert unmasked.triu(1).sum() > 0
+
+
+def test_no_scale_gives_sharper_attention():
+    x = torch.randn(1, 16, 32) * 3
+    scaled, unscaled = SelfAttention(32, 1, scale=True), SelfAttention(32, 1, scale=False)
+    unscaled.load_state_dict(scaled.state_dict())
+    mask = make_causal_mask(16)
+
+    def entropy(w):
+        return -(w * w.clamp_min(1e-12).log()).sum(-1).mean()
+
+    assert entropy(unscaled(x, mask, return_weights=True)[1]) < entropy(scaled(x, mask, return_weights=True)[1])
+
+
+def test_qkv_role_swap_is_a_relabelling_of_the_projections():
+    a = SelfAttention(16, 2, qkv_order="qkv")
+    b = SelfAttention(16, 2, qkv_order="kqv")
+    Wq, Wk, Wv = a.qkv.weight.data.split(16)
+    b.qkv.weight.data = torch.cat([Wk, Wq, Wv])  # b's slot 1 (its query) now holds a's query weights
+    b.proj.load_state_dict(a.proj.state_dict())
+    x = torch.randn(2, 5, 16)
+    mask = make_causal_mask(5)
+    torch.testing.assert_close(a(x, mask)[0], b(x, mask)[0])
+
+
+def test_head_mean_projects_from_one_head_width():
+    attn = SelfAttention(32, 4, head_merge="mean")
+    assert attn.proj.in_features == 8
+    assert attn(torch.randn(1, 3, 32), None)[0].shape == (1, 3, 32)
+
+
+# --- positions -------------------------------------------------------------------------------------------------------
+
+
+def test_sinusoidal_matches_its_formula():
+    table = sinusoidal_table(50, 16)
+    for p in (0, 7, 49):
+        for i in range(8):
+            angle = p / 10000 ** (2 * i / 16)
+            assert table[p, 2 * i].item() == pytest.approx(math.sin(angle), abs=1e-5)
+            assert table[p, 2 * i + 1].item() == pytest.approx(math.cos(angle), abs=1e-5)
+
+
+def test_rope_scores_depend_only_on_relative_offset():
+    rope = Rotary(8)
+    torch.manual_seed(0)
+    q, k = torch.randn(8), torch.randn(8)
+    cos, sin = rope.cos_sin(40, torch.device("cpu"))
+
+    def score(i, j):
+        from miniformer.positions import apply_rotary
+
+        return (apply_rotary(q, cos[i], sin[i]) * apply_rotary(k, cos[j], sin[j])).sum()
+
+    torch.testing.assert_close(score(3, 1), score(30, 28))
+    torch.testing.assert_close(score(10, 10), score(0, 0))
+    assert not torch.allclose(score(3, 1), score(3, 2))
+
+
+def test_alibi_slopes_follow_press_et_al():
+    torch.testing.assert_close(alibi_slopes(8), torch.tensor([2.0**-i for i in range(1, 9)]))
+    six = alibi_slopes(6)  # non-power of two: 4 geometric slopes + every other slope of the 8-head set
+    torch.testing.assert_close(six, torch.tensor([2**-2, 2**-4, 2**-6, 2**-8, 2**-1, 2**-3]))
+
+
+def test_bidirectional_model_without_positions_is_permutation_equivariant():
+    model = model_of(pos="none", causal=False)
+    idx = torch.randint(0, 20, (1, 16))
+    perm = torch.randperm(16)
+    torch.testing.assert_close(model(idx)["logits"][:, perm], model(idx[:, perm])["logits"], rtol=1e-4, atol=1e-5)
+    with_pos = model_of(pos="rope", causal=False)
+    assert not torch.allclose(with_pos(idx)["logits"][:, perm], with_pos(idx[:, perm])["logits"], atol=1e-4)
+
+
+@pytest.mark.parametrize("pos", ["rope", "alibi", "none", "sinusoidal", "t5"])
+def test_generate_runs_past_block_size(pos):
+    model = model_of(pos=pos)
+    out = model.generate(torch.zeros(1, 4, dtype=torch.long), max_new_tokens=40, top_k=5)
+    assert out.shape == (1, 44)
+
+
+def test_generate_past_block_size_fails_clearly_for_learned():
+    model = model_of(pos="learned")
+    with pytest.raises(ValueError, match="learned absolute positions cannot represent position 16"):
+        model.generate(torch.zeros(1, 4, dtype=torch.long), max_new_tokens=40)
+
+
+# --- objectives ------------------------------------------------------------------------------------------------------
+
+
+def test_mlm_masking_rates_on_a_fixed_seed():
+    specials = Specials(50)
+    tokens = torch.randint(0, 50, (64, 256), generator=torch.Generator().manual_seed(1))
+    batch = mlm_batch(tokens, specials, torch.Generator().manual_seed(2))
+    chosen = batch.y != IGNORE
+    rate = chosen.float().mean().item()
+    assert rate == pytest.approx(0.15, abs=0.01)
+    masked = (batch.x == specials.mask_id)[chosen].float().mean().item()
+    unchanged = (batch.x == tokens)[chosen].float().mean().item()
+    assert masked == pytest.approx(0.8, abs=0.02)
+    assert unchanged == pytest.approx(0.1 + 0.1 / 50, abs=0.02)  # 10 % kept + random draws that hit the same token
+    assert torch.equal(batch.x[~chosen], tokens[~chosen])
+    assert batch.mask.all()
+
+
+def test_prefix_mask_shape_and_loss_region():
+    m = prefix_mask(torch.tensor([3]), 6)[0]
+    assert m.shape == (6, 6)
+    assert m[0, :3].all() and not m[0, 3:].any()  # prefix queries see the whole prefix, nothing after
+    assert m[4, :5].all() and not m[4, 5]  # suffix queries are causal
+    batch = prefix_batch(torch.arange(17)[None], torch.Generator().manual_seed(0))
+    first_loss = int((batch.y[0] != IGNORE).nonzero()[0])
+    p = int(batch.mask[0, 0].sum())
+    assert first_loss == p - 1
+    assert (batch.y[0, first_loss:] != IGNORE).all()
+
+
+def test_span_corruption_inputs_and_targets_reconstruct_the_original():
+    specials = Specials(30)
+    g = torch.Generator().manual_seed(0)
+    for L in (20, 57, 120):
+        seq = torch.randint(0, 30, (L,), generator=g).tolist()
+        inputs, targets = corrupt_spans(seq, specials, g)
+        assert reconstruct_spans(inputs, targets, specials) == seq
+        assert sum(t >= specials.sentinel(0) for t in inputs) >= 1
+        assert len(targets) - sum(t >= specials.sentinel(0) for t in targets) == round(0.15 * L)
+
+
+def test_span_batch_fits_block_and_takes_loss_on_targets_only():
+    specials = Specials(30)
+    T = 64
+    tokens = torch.randint(0, 30, (4, window_length("span", T)))
+    batch = span_batch(tokens, specials, torch.Generator().manual_seed(0))
+    assert batch.x.shape[1] <= T
+    assert ((batch.y == IGNORE) | (batch.y < specials.model_vocab)).all()
+    assert (batch.y != IGNORE).sum(1).min() > 0
+
+
+# --- training and counting -------------------------------------------------------------------------------------------
+
+TRAIN_SWITCHES = [
+    *[dict(pos=p) for p in POSITIONS],
+    dict(attn_scale=False),
+    dict(causal=False),
+    dict(qkv_order="vkq"),
+    dict(head_merge="mean"),
+    dict(norm="rmsnorm"),
+    dict(norm_placement="post"),
+    dict(residual=False),
+    dict(mlp_ratio=0.25),
+    dict(tie_weights=False, dropout=0.1),
+    *[dict(objective=o) for o in ("mlm", "prefix", "span")],
+]
+
+
+@pytest.mark.parametrize("overrides", TRAIN_SWITCHES, ids=lambda d: ",".join(f"{k}={v}" for k, v in d.items()))
+def test_every_switch_trains(overrides):
+    overrides = dict(overrides)
+    objective = overrides.pop("objective", "causal")
+    text = torch.tensor([1, 2, 3, 4, 5, 6, 7, 8, 9, 2, 4, 6] * 40)
+    specials = Specials(10, n_sentinels=9)
+    torch.manual_seed(0)
+    model = MiniFormer(tiny(vocab_size=specials.model_vocab, **overrides))
+    opt = torch.optim.AdamW(model.parameters(), lr=3e-3)
+    g = torch.Generator().manual_seed(0)
+    L = window_length(objective, 16)
+    losses = []
+    for _ in range(50):
+        starts = torch.randint(0, len(text) - L, (8,), generator=g)
+        batch = make_batch(objective, torch.stack([text[s : s + L] for s in starts]), specials, g)
+        loss = model(batch.x, batch.y, attn_mask=batch.mask)["loss"]
+        opt.zero_grad()
+        loss.backward()
+        opt.step()
+        losses.append(loss.item())
+    assert sum(losses[-5:]) / 5 < 0.85 * sum(losses[:5]) / 5, losses
+
+
+def test_param_and_flop_counts():
+    model = model_of()
+    assert count_params(model) == sum(p.numel() for p in model.parameters())
+    assert count_params(model, non_embedding=True) == count_params(model) - 20 * 32
+    # forward matmul FLOPs ≈ 2 × non-embedding params + attention + head
+    fwd = flops_per_token(model, training=False)
+    assert fwd > 2 * count_params(model, non_embedding=True)
+    assert flops_per_token(model) == 3 * fwd
+
+
+@pytest.mark.parametrize(
+    "overrides,message",
+    [
+        (dict(n_embd=30, n_head=4), "n_embd=30 is not divisible by n_head=4"),
+        (dict(pos="xpos"), "unknown pos='xpos'"),
+        (dict(norm="batchnorm"), "unknown norm='batchnorm'"),
+        (dict(qkv_order="qqv"), "not a permutation"),
+    ],
+)
+def test_bad_model_config_names_the_key(overrides, message):
+    with pytest.raises(ValueError, match=message):
+        tiny(**overrides)
