@@ -66,7 +66,7 @@ def causal_batch(tokens: Tensor) -> Batch:
 
 
 def mlm_batch(tokens: Tensor, specials: Specials, g: torch.Generator, rate: float = 0.15) -> Batch:
-    """Choose ``rate`` of positions; of those 80 % -> [MASK], 10 % -> random token, 10 % unchanged; loss on them only."""
+    """Choose ``rate`` of positions; of those 80 % -> [MASK], 10 % -> random token, 10 % unchanged; loss on those."""
     chosen = torch.rand(tokens.shape, generator=g) < rate
     roll = torch.rand(tokens.shape, generator=g)
     random_tok = torch.randint(0, specials.base_vocab, tokens.shape, generator=g)
@@ -161,7 +161,7 @@ def reconstruct_spans(inputs: list[int], targets: list[int], specials: Specials)
 
 
 def span_batch(tokens: Tensor, specials: Specials, g: torch.Generator) -> Batch:
-    """Decoder-only span corruption: [corrupted input | targets], input bidirectional, targets causal, loss on targets."""
+    """Decoder-only span corruption: [corrupted input | targets], input bidirectional, targets causal."""
     rows, prefix_lens = [], []
     for seq in tokens.tolist():
         inputs, targets = corrupt_spans(seq, specials, g)

@@ -1,0 +1,70 @@
+"""Stage `aggregate`: every run's metrics into results/metrics.json (what `dvc metrics` reads) and CSV tables."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pandas as pd
+
+from miniformer.errors import UserError
+from miniformer.io import atomic_write_text, write_json
+from miniformer.params import Study
+
+
+def read_json(path: Path) -> dict:
+    if not path.exists():
+        raise UserError(f"{str(path)!r} is missing; run its train/evaluate stage first (snakemake or dvc repro)")
+    return json.loads(path.read_text(encoding="utf-8"))
+
+
+def run_scalars(train: dict, ev: dict) -> dict:
+    """The flat, deterministic numbers of one run (no timings: `dvc metrics diff` after a re-run must show nothing)."""
+    out = {
+        "val_loss": ev.get("val_loss"),
+        "test_loss": ev.get("test_loss"),
+        "final_train_loss": train.get("final_train_loss"),
+        "diverged": train.get("diverged"),
+        "divergence_step": train.get("divergence_step"),
+        "loss_spikes": train.get("loss_spikes"),
+        "n_params": train.get("n_params"),
+        "head_diversity": ev.get("head_diversity"),
+        "attention_entropy": _mean(ev.get("attention_entropy") or []),
+        "order_delta": ev.get("order_sensitivity", {}).get("delta"),
+        "hidden_uniformity": ev.get("hidden_uniformity"),
+        "recovery_accuracy": ev.get("probe", {}).get("recovery_accuracy"),
+        "continuation_loss": ev.get("probe", {}).get("continuation_loss"),
+        "upper_triangle_zero": ev.get("attention_upper_triangle_zero"),
+    }
+    if "val_loss_with_causal_mask" in ev:
+        out["val_loss_with_causal_mask"] = ev["val_loss_with_causal_mask"]
+    for m, r in ev.get("lengths", {}).items():
+        out[f"loss_at_{m}x"] = r.get("loss") if r.get("applicable") else None
+    for m, r in ev.get("generation_stats", {}).items():
+        out[f"gen_{m}x_distinct_2"] = r["distinct_2"]
+        out[f"gen_{m}x_repetition"] = r["repetition"]
+    return out
+
+
+def _mean(xs: list[float]) -> float | None:
+    return sum(xs) / len(xs) if xs else None
+
+
+def aggregate(study: Study, results: Path) -> dict:
+    nested: dict[str, dict] = {}
+    rows, perf = [], {}
+    for exp, seed in study.runs():
+        train = read_json(results / "runs" / exp / f"seed{seed}" / "metrics.json")
+        ev = read_json(results / "eval" / exp / f"seed{seed}" / "eval.json")
+        scalars = run_scalars(train, ev)
+        nested.setdefault(exp, {})[f"seed{seed}"] = scalars
+        cfg = study.config(exp, seed)
+        rows.append({"experiment": exp, "group": cfg.group, "seed": seed, **scalars})
+        perf_path = results / "runs" / exp / f"seed{seed}" / "perf.json"
+        if perf_path.exists():
+            perf[f"{exp}/seed{seed}"] = json.loads(perf_path.read_text())
+    write_json(results / "metrics.json", nested)
+    write_json(results / "perf.json", perf)
+    (results / "tables").mkdir(parents=True, exist_ok=True)
+    atomic_write_text(results / "tables" / "runs.csv", pd.DataFrame(rows).to_csv(index=False))
+    return nested

@@ -1,0 +1,161 @@
+"""`miniformer <stage> …`: the one entry point that Snakemake, DVC and users all call."""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+from pathlib import Path
+
+from miniformer.errors import UserError
+
+DATA_DIR = Path("data/prepared")
+RESULTS = Path("results")
+
+
+def run_dir(results: Path, experiment: str, seed: int) -> Path:
+    return Path(results) / "runs" / experiment / f"seed{seed}"
+
+
+def _study(args):
+    from miniformer.params import Study
+
+    return Study.load(args.params, args.profile)
+
+
+def _writable(folder: Path) -> None:
+    folder = Path(folder)
+    probe = folder
+    while not probe.exists():
+        probe = probe.parent
+    if not os.access(probe, os.W_OK):
+        raise UserError(f"cannot write to {str(folder)!r} ({str(probe)!r} is not writable); pick another folder")
+
+
+def cmd_prepare(args) -> None:
+    from miniformer.prepare import prepare
+
+    study = _study(args)
+    _writable(args.out)
+    longest = max(
+        max(study.config(e, s).eval.length_multiples) * study.config(e, s).model.block_size + 1 for e, s in study.runs()
+    )
+    meta = prepare(study.data_config(), Path(args.out), min_tokens=longest)
+    print(f"prepared {meta['corpus']}: {meta['tokens']} tokens, vocab {meta['vocab_size']} ({meta['tokenizer']})")
+
+
+def cmd_train(args) -> None:
+    from miniformer.train import train
+
+    run = _study(args).config(args.experiment, args.seed)
+    out = run_dir(args.results, args.experiment, args.seed)
+    _writable(out)
+    metrics = train(run, Path(args.data), out, resume=not args.no_resume)
+    status = f"diverged at step {metrics['divergence_step']}" if metrics["diverged"] else "done"
+    print(f"{args.experiment}/seed{args.seed}: {status}, final val (estimate) {metrics['final_val_loss_estimate']}")
+
+
+def eval_dir(results: Path, experiment: str, seed: int) -> Path:
+    """Evaluation outputs live beside, not inside, the run folder: DVC forbids one stage's outputs inside another's."""
+    return Path(results) / "eval" / experiment / f"seed{seed}"
+
+
+def cmd_evaluate(args) -> None:
+    from miniformer.evaluate import evaluate
+
+    run = _study(args).config(args.experiment, args.seed)
+    out = eval_dir(args.results, args.experiment, args.seed)
+    _writable(out)
+    result = evaluate(run, run_dir(args.results, args.experiment, args.seed), out, Path(args.data))
+    print(f"{args.experiment}/seed{args.seed}: val {result['val_loss']}, test {result['test_loss']}")
+
+
+def _each_seed(args, command) -> None:
+    """DVC stages are per experiment (its seed count depends on the profile): run the per-seed command for each."""
+    for seed in _study(args).seeds_for(args.experiment):
+        args.seed = seed
+        command(args)
+
+
+def cmd_train_experiment(args) -> None:
+    args.no_resume = False
+    _each_seed(args, cmd_train)
+
+
+def cmd_evaluate_experiment(args) -> None:
+    _each_seed(args, cmd_evaluate)
+
+
+def cmd_aggregate(args) -> None:
+    from miniformer.aggregate import aggregate
+
+    aggregate(_study(args), Path(args.results))
+
+
+def cmd_report(args) -> None:
+    from miniformer.report import build_report
+
+    path = build_report(_study(args), Path(args.results), Path(args.out))
+    print(f"report written to {path}")
+
+
+def cmd_runs(args) -> None:
+    from miniformer.inspect import list_runs
+
+    for line in list_runs(Path(args.results)):
+        print(line)
+
+
+def cmd_list(args) -> None:
+    """The run list of the active profile, one `experiment seed` per line (what the DAG tools expand)."""
+    for e, s in _study(args).runs():
+        print(e, s)
+
+
+def build_parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(prog="miniformer", description=__doc__)
+    sub = p.add_subparsers(dest="command", required=True)
+
+    def add(name: str, fn, help_: str, run: bool = False) -> argparse.ArgumentParser:
+        sp = sub.add_parser(name, help=help_, description=help_)
+        sp.add_argument("--params", default="params.yaml", help="the study's params file (default: params.yaml)")
+        sp.add_argument("--profile", default=None, help="smoke | default | gpu (default: the file's `profile`)")
+        sp.add_argument("--results", default=str(RESULTS), help="results folder (default: results)")
+        sp.add_argument("--data", default=str(DATA_DIR), help="prepared data folder (default: data/prepared)")
+        if run:
+            sp.add_argument("experiment", help="experiment name from params.yaml")
+            sp.add_argument("--seed", type=int, required=True)
+        sp.set_defaults(func=fn)
+        return sp
+
+    sp = add("prepare", cmd_prepare, "corpus -> splits -> tokenizer -> token files")
+    sp.add_argument("--out", default=str(DATA_DIR))
+    sp = add("train", cmd_train, "train one experiment x seed (resumes from its checkpoint)", run=True)
+    sp.add_argument("--no-resume", action="store_true", help="ignore an existing checkpoint")
+    add("evaluate", cmd_evaluate, "evaluate one trained run", run=True)
+    sp = add("train-experiment", cmd_train_experiment, "train every seed of one experiment (the DVC stage)")
+    sp.add_argument("experiment")
+    sp = add("evaluate-experiment", cmd_evaluate_experiment, "evaluate every seed of one experiment (the DVC stage)")
+    sp.add_argument("experiment")
+    add("aggregate", cmd_aggregate, "collect every run into results/metrics.json and tables")
+    sp = add("report", cmd_report, "figures + verdicts -> report/report.html")
+    sp.add_argument("--out", default="report/report.html")
+    add("list", cmd_list, "print the active profile's runs")
+    add("runs", cmd_runs, "list trained runs found under results/")
+    return p
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
+    try:
+        args.func(args)
+    except UserError as e:
+        print(f"miniformer: error: {e}", file=sys.stderr)
+        return 2
+    except KeyboardInterrupt:
+        return 130
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

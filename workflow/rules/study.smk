@@ -1,0 +1,87 @@
+wildcard_constraints:
+    exp="[A-Za-z0-9_]+",
+    seed="[0-9]+",
+
+
+rule all:
+    input:
+        "report/report.html",
+        "results/metrics.json",
+    default_target: True
+
+
+rule prepare:
+    output:
+        multiext("data/prepared/", "train.bin", "val.bin", "test.bin", "meta.json"),
+    params:
+        data=json.dumps(STUDY.section("data"), sort_keys=True),
+    log:
+        "results/logs/prepare.log",
+    shell:
+        "{MF} prepare {PROF} > {log} 2>&1"
+
+
+rule train:
+    input:
+        rules.prepare.output,
+    # ckpt.pt is written but deliberately not declared: Snakemake deletes declared outputs before a re-run, and the
+    # checkpoint of a killed job must survive so that the re-run resumes from it.
+    output:
+        metrics="results/runs/{exp}/seed{seed}/metrics.json",
+        log_tsv=report("results/runs/{exp}/seed{seed}/log.tsv", category="Step logs", subcategory="{exp}"),
+        samples="results/runs/{exp}/seed{seed}/samples.jsonl",
+        perf="results/runs/{exp}/seed{seed}/perf.json",
+    params:
+        signature=lambda wc: run_signature(wc.exp, wc.seed),
+    threads: lambda wc: STUDY.config(wc.exp, int(wc.seed)).train.threads
+    resources:
+        mem_mb=2000,
+        runtime=120,
+        gpu=1 if PROFILE == "gpu" else 0,
+    log:
+        "results/logs/train/{exp}/seed{seed}.log",
+    shell:
+        "{MF} train {wildcards.exp} --seed {wildcards.seed} {PROF} > {log} 2>&1"
+
+
+rule evaluate:
+    input:
+        rules.train.output.metrics,
+    output:
+        eval=report("results/eval/{exp}/seed{seed}/eval.json", category="Evaluations", subcategory="{exp}"),
+        attention="results/eval/{exp}/seed{seed}/attention.json",
+        generations="results/eval/{exp}/seed{seed}/generations.json",
+    params:
+        signature=lambda wc: run_signature(wc.exp, wc.seed),
+    threads: lambda wc: STUDY.config(wc.exp, int(wc.seed)).train.threads
+    resources:
+        mem_mb=2000,
+        runtime=30,
+    log:
+        "results/logs/evaluate/{exp}/seed{seed}.log",
+    shell:
+        "{MF} evaluate {wildcards.exp} --seed {wildcards.seed} {PROF} > {log} 2>&1"
+
+
+rule aggregate:
+    input:
+        expand("results/runs/{run[0]}/seed{run[1]}/metrics.json", run=RUNS),
+        expand("results/eval/{run[0]}/seed{run[1]}/eval.json", run=RUNS),
+    output:
+        metrics="results/metrics.json",
+        table=report("results/tables/runs.csv", category="Tables"),
+    log:
+        "results/logs/aggregate.log",
+    shell:
+        "{MF} aggregate {PROF} > {log} 2>&1"
+
+
+rule report:
+    input:
+        rules.aggregate.output.metrics,
+    output:
+        report("report/report.html", category="Report"),
+    log:
+        "results/logs/report.log",
+    shell:
+        "{MF} report {PROF} > {log} 2>&1"
