@@ -133,7 +133,8 @@ class Trainer:
             s = torch.load(self.ckpt_path, map_location=self.device, weights_only=True)
         except Exception as e:  # noqa: BLE001 - any unreadable file is the same user problem
             raise UserError(
-                f"checkpoint {str(self.ckpt_path)!r} is unreadable ({type(e).__name__}); delete it to train from scratch"
+                f"checkpoint {str(self.ckpt_path)!r} is unreadable ({type(e).__name__}); "
+                "delete it to train from scratch"
             ) from None
         if s.get("fingerprint") != self.run.fingerprint():
             raise UserError(
