@@ -1,0 +1,125 @@
+"""Figures for the report (and `miniformer attention`): each function draws one figure and returns it."""
+
+from __future__ import annotations
+
+import base64
+import io
+
+import matplotlib
+
+matplotlib.use("Agg")
+import matplotlib.pyplot as plt  # noqa: E402
+import numpy as np  # noqa: E402
+import pandas as pd  # noqa: E402
+import seaborn as sns  # noqa: E402
+
+
+def to_base64_png(fig) -> str:
+    buf = io.BytesIO()
+    fig.savefig(buf, format="png", dpi=90, bbox_inches="tight")
+    plt.close(fig)
+    return base64.b64encode(buf.getvalue()).decode("ascii")
+
+
+def _label(tok: str) -> str:
+    return {"\n": "⏎", " ": "␣", "\t": "⇥"}.get(tok, tok)
+
+
+def attention_heatmap(weights, tokens: list[str], title: str, ax=None):
+    """One head's map: y = current position (query), x = attended-to token (key), ticks are the text's characters."""
+    fig = None
+    if ax is None:
+        fig, ax = plt.subplots(figsize=(7, 6))
+    labels = [_label(t) for t in tokens]
+    sns.heatmap(
+        np.asarray(weights),
+        ax=ax,
+        cmap="viridis",
+        vmin=0,
+        square=True,
+        cbar=fig is not None,
+        xticklabels=labels,
+        yticklabels=labels,
+    )
+    ax.set_xlabel("attended-to token (key)")
+    ax.set_ylabel("current position (query)")
+    ax.set_title(title, fontsize=9)
+    ax.tick_params(labelsize=6)
+    return fig or ax.figure
+
+
+def head_grid(layer_weights, tokens: list[str], title: str):
+    H = len(layer_weights)
+    cols = min(H, 4)
+    rows = (H + cols - 1) // cols
+    fig, axes = plt.subplots(rows, cols, figsize=(4 * cols, 4 * rows), squeeze=False)
+    for h, ax in enumerate(axes.flat):
+        if h < H:
+            attention_heatmap(layer_weights[h], tokens, f"head {h}", ax=ax)
+        else:
+            ax.axis("off")
+    fig.suptitle(title)
+    return fig
+
+
+def curves(logs: dict[str, pd.DataFrame], column: str, title: str, ylabel: str = "loss"):
+    fig, ax = plt.subplots(figsize=(7, 4))
+    for name, df in logs.items():
+        if column in df and df[column].notna().any():
+            ax.plot(df["step"], df[column], label=name)
+    ax.set_xlabel("step")
+    ax.set_ylabel(ylabel)
+    ax.set_title(title)
+    ax.legend(fontsize=7)
+    ax.grid(alpha=0.3)
+    return fig
+
+
+def length_sweep(table: pd.DataFrame, block_size: int):
+    """Loss vs evaluation length; methods with no value at a length (learned) are left out there, not faked."""
+    fig, ax = plt.subplots(figsize=(7, 4))
+    for name, row in table.iterrows():
+        xs = [m for m in table.columns if pd.notna(row[m])]
+        ax.plot([m * block_size for m in xs], [row[m] for m in xs], marker="o", label=name)
+    ax.set_xscale("log", base=2)
+    ax.axvline(block_size, color="grey", ls="--", lw=1)
+    ax.set_xlabel("evaluation length (tokens); dashed = training block_size")
+    ax.set_ylabel("val loss")
+    ax.legend(fontsize=7)
+    ax.grid(alpha=0.3)
+    return fig
+
+
+def per_position(series: dict[str, list[float]], length: int, block_size: int):
+    fig, ax = plt.subplots(figsize=(7, 4))
+    for name, values in series.items():
+        xs = np.linspace(0, length, num=len(values), endpoint=False) + length / len(values) / 2
+        ax.plot(xs, values, label=name)
+    ax.axvline(block_size, color="grey", ls="--", lw=1)
+    ax.set_xlabel("position in the sequence")
+    ax.set_ylabel("loss (binned)")
+    ax.legend(fontsize=7)
+    ax.grid(alpha=0.3)
+    return fig
+
+
+def bars(values: dict[str, float], errors: dict[str, float] | None, title: str, ylabel: str):
+    fig, ax = plt.subplots(figsize=(7, 3.6))
+    names = list(values)
+    ax.bar(names, [values[n] for n in names], yerr=[(errors or {}).get(n, 0) for n in names], capsize=3)
+    ax.set_ylabel(ylabel)
+    ax.set_title(title)
+    ax.tick_params(axis="x", rotation=30, labelsize=7)
+    ax.grid(alpha=0.3, axis="y")
+    return fig
+
+
+def head_count(counts: list[int], means: list[float], stds: list[float], n_embd: int):
+    fig, ax = plt.subplots(figsize=(6, 3.6))
+    ax.errorbar(counts, means, yerr=stds, marker="o", capsize=3)
+    ax.set_xscale("log", base=2)
+    ax.set_xticks(counts, [f"{h}\n(d={n_embd // h})" for h in counts])
+    ax.set_xlabel("heads (head dim) at fixed n_embd")
+    ax.set_ylabel("val loss")
+    ax.grid(alpha=0.3)
+    return fig
