@@ -50,7 +50,8 @@ def cmd_train(args) -> None:
     run = _study(args).config(args.experiment, args.seed)
     out = run_dir(args.results, args.experiment, args.seed)
     _writable(out)
-    metrics = train(run, Path(args.data), out, resume=not args.no_resume)
+    mode = "never" if args.no_resume else ("require" if args.resume else "auto")
+    metrics = train(run, Path(args.data), out, resume=mode)
     status = f"diverged at step {metrics['divergence_step']}" if metrics["diverged"] else "done"
     print(f"{args.experiment}/seed{args.seed}: {status}, final val (estimate) {metrics['final_val_loss_estimate']}")
 
@@ -78,7 +79,7 @@ def _each_seed(args, command) -> None:
 
 
 def cmd_train_experiment(args) -> None:
-    args.no_resume = False
+    args.no_resume = args.resume = False
     _each_seed(args, cmd_train)
 
 
@@ -131,7 +132,11 @@ def build_parser() -> argparse.ArgumentParser:
     sp = add("prepare", cmd_prepare, "corpus -> splits -> tokenizer -> token files")
     sp.add_argument("--out", default=str(DATA_DIR))
     sp = add("train", cmd_train, "train one experiment x seed (resumes from its checkpoint)", run=True)
-    sp.add_argument("--no-resume", action="store_true", help="ignore an existing checkpoint")
+    resume = sp.add_mutually_exclusive_group()
+    resume.add_argument("--resume", action="store_true",
+                        help="require resuming: a checkpoint of another config is an error (default: resume if it "
+                        "matches, else set it aside and start fresh)")
+    resume.add_argument("--no-resume", action="store_true", help="ignore an existing checkpoint")
     add("evaluate", cmd_evaluate, "evaluate one trained run", run=True)
     sp = add("train-experiment", cmd_train_experiment, "train every seed of one experiment (the DVC stage)")
     sp.add_argument("experiment")

@@ -111,7 +111,7 @@ def build_report(study: Study, results: Path, out: Path) -> Path:
         )
     ent_logs = {e: files.log(e) for e in present(["attn_single_head", "attn_no_scale"])}
     if ent_logs:
-        for e, df in ent_logs.items():
+        for df in ent_logs.values():
             cols = [c for c in df.columns if c.startswith("entropy_")]
             df["mean_entropy"] = df[cols].mean(axis=1) if cols else None
         figs["entropy"] = figures.to_base64_png(

@@ -126,8 +126,10 @@ class Trainer:
     def save(self) -> None:
         atomic_torch_save(self.state(), self.ckpt_path)
 
-    def resume(self) -> bool:
-        if not self.ckpt_path.exists():
+    def resume(self, mode: str) -> bool:
+        """mode 'auto': resume a checkpoint of this config, set aside one of another config and start fresh;
+        'require': a checkpoint of another config is an error; 'never': start fresh."""
+        if mode == "never" or not self.ckpt_path.exists():
             return False
         try:
             s = torch.load(self.ckpt_path, map_location=self.device, weights_only=True)
@@ -137,6 +139,12 @@ class Trainer:
                 "delete it to train from scratch"
             ) from None
         if s.get("fingerprint") != self.run.fingerprint():
+            if mode == "auto":
+                stale = self.ckpt_path.with_name("ckpt.stale.pt")
+                os.replace(self.ckpt_path, stale)
+                print(f"checkpoint {self.ckpt_path} is from another config (params changed): moved to {stale.name}, "
+                      "training from scratch", file=sys.stderr)
+                return False
             raise UserError(
                 f"checkpoint {str(self.ckpt_path)!r} was trained with a different config; delete it, or restore the "
                 "params it was made with, to resume"
@@ -244,9 +252,9 @@ class Trainer:
             }
         return None
 
-    def fit(self, resume: bool, progress: bool) -> dict:
+    def fit(self, resume: str, progress: bool) -> dict:
         self.out.mkdir(parents=True, exist_ok=True)
-        resumed = self.resume() if resume else False
+        resumed = self.resume(resume)
         if not resumed:
             self.save()  # step 0: a valid checkpoint exists from the start (divergence falls back to the last good one)
         live = DvcLiveMirror(self.out / "dvclive", self.rows, self.entropy_rows)
@@ -407,7 +415,7 @@ def make_bar(total: int, initial: int, enabled: bool, desc: str):
     return _NoBar()
 
 
-def train(run: RunConfig, data_dir: Path, out_dir: Path, resume: bool = True, progress: bool | None = None) -> dict:
+def train(run: RunConfig, data_dir: Path, out_dir: Path, resume: str = "auto", progress: bool | None = None) -> dict:
     if progress is None:
         progress = sys.stderr.isatty()
     os.environ.setdefault("HF_HUB_OFFLINE", "1")

