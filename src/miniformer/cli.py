@@ -24,12 +24,15 @@ def _study(args):
 
 
 def _writable(folder: Path) -> None:
+    """Fail before any work if the output folder cannot be created and written (a file in the way, permissions)."""
     folder = Path(folder)
-    probe = folder
-    while not probe.exists():
-        probe = probe.parent
-    if not os.access(probe, os.W_OK):
-        raise UserError(f"cannot write to {str(folder)!r} ({str(probe)!r} is not writable); pick another folder")
+    try:
+        folder.mkdir(parents=True, exist_ok=True)
+        probe = folder / ".write-test"
+        probe.write_bytes(b"")
+        probe.unlink()
+    except OSError as e:
+        raise UserError(f"cannot write to {str(folder)!r} ({e.strerror}); choose another --results/--out folder") from None
 
 
 def cmd_prepare(args) -> None:

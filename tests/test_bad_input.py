@@ -1,0 +1,127 @@
+"""Bad input: one clear line naming what is wrong, a non-zero exit, and nothing already computed lost."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import pytest
+import yaml
+
+from miniformer.cli import main
+from miniformer.params import Study
+from tests.conftest import tiny_params
+
+REPO_PARAMS = Path(__file__).resolve().parents[1] / "params.yaml"
+
+
+def run_cli(tmp_path: Path, params: dict, *args: str) -> int:
+    (tmp_path / "params.yaml").write_text(yaml.safe_dump(params))
+    return main([*args, "--params", str(tmp_path / "params.yaml"), "--data", str(tmp_path / "data"),
+                 "--results", str(tmp_path / "results")])
+
+
+def edit(params: dict, path: str, value) -> dict:
+    *parents, leaf = path.split(".")
+    node = params
+    for p in parents:
+        node = node.setdefault(p, {})
+    node[leaf] = value
+    return params
+
+
+CASES = [
+    ("unknown top-level key", lambda p: edit(p, "stpes", 3), "unknown key 'stpes'"),
+    ("unknown nested key", lambda p: edit(p, "train.stpes", 3), "unknown key train.'stpes' (did you mean 'steps'?)"),
+    ("unknown experiment key", lambda p: edit(p, "experiments.baseline.modle", {}), "experiments.baseline.'modle'"),
+    ("wrong type", lambda p: edit(p, "train.steps", "many"), "train.steps = 'many' has type str, expected int"),
+    ("bool for int", lambda p: edit(p, "model.n_layer", True), "model.n_layer = True has type bool"),
+    ("unknown profile", lambda p: edit(p, "profile", "huge"), "unknown profile 'huge'"),
+    ("unknown position", lambda p: edit(p, "model.pos", "xpos"), "unknown pos='xpos'"),
+    ("unknown norm", lambda p: edit(p, "model.norm", "batchnorm"), "unknown norm='batchnorm'"),
+    ("unknown objective", lambda p: edit(p, "train.objective", "gan"), "train.objective = 'gan'"),
+    ("heads do not divide", lambda p: edit(p, "experiments.pos_learned.model", {"n_head": 3}),
+     "experiments.pos_learned.model: n_embd=32 is not divisible by n_head=3"),
+    ("non-positive lr", lambda p: edit(p, "train.lr", 0.0), "train.lr = 0.0 must be > 0"),
+    ("non-positive steps", lambda p: edit(p, "train.steps", 0), "train.steps = 0 must be > 0"),
+    ("unknown tokenizer", lambda p: edit(p, "data.tokenizer", "wordpiece"), "data.tokenizer = 'wordpiece'"),
+    ("BPE vocab too large", lambda p: edit(edit(p, "data.tokenizer", "bpe"), "data.vocab_size", 70000),
+     "data.vocab_size = 70000"),
+    ("no baseline", lambda p: p["experiments"].pop("baseline") and p, "must contain 'baseline'"),
+    ("bad group", lambda p: edit(p, "experiments.pos_learned.group", "misc"), "group = 'misc'"),
+    ("block larger than the val split", lambda p: edit(p, "model.block_size", 4096), "use a longer corpus"),
+]
+
+
+@pytest.mark.parametrize("name,mutate,message", CASES, ids=[c[0] for c in CASES])
+def test_bad_params_one_line(tmp_path, corpus, capsys, name, mutate, message):
+    params = mutate(tiny_params(corpus))
+    assert run_cli(tmp_path, params, "prepare", "--out", str(tmp_path / "data")) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1, err
+    assert message in err[0], err[0]
+
+
+def test_unknown_experiment_on_the_cli(tmp_path, corpus, capsys):
+    assert run_cli(tmp_path, tiny_params(corpus), "train", "pos_xpos", "--seed", "0") == 2
+    assert "unknown experiment 'pos_xpos'" in capsys.readouterr().err
+
+
+def test_repository_params_are_valid_under_every_profile():
+    for profile in ("smoke", "default", "gpu"):
+        study = Study.load(REPO_PARAMS, profile)
+        assert study.runs()
+        assert len(study.seeds_for("baseline")) >= 3
+
+
+@pytest.fixture
+def trained(tmp_path, corpus):
+    params = tiny_params(corpus)
+    assert run_cli(tmp_path, params, "prepare", "--out", str(tmp_path / "data")) == 0
+    assert run_cli(tmp_path, params, "train", "baseline", "--seed", "0") == 0
+    return tmp_path, params
+
+
+def test_corrupt_checkpoint(trained, capsys):
+    tmp_path, params = trained
+    ckpt = tmp_path / "results" / "runs" / "baseline" / "seed0" / "ckpt.pt"
+    ckpt.write_bytes(b"not a checkpoint")
+    metrics = (tmp_path / "results" / "runs" / "baseline" / "seed0" / "metrics.json").read_text()
+    assert run_cli(tmp_path, params, "train", "baseline", "--seed", "0") == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and "is unreadable" in err[0]
+    assert (tmp_path / "results" / "runs" / "baseline" / "seed0" / "metrics.json").read_text() == metrics
+
+
+def test_checkpoint_from_another_config_on_resume(trained, capsys):
+    tmp_path, params = trained
+    params["train"]["lr"] = 0.001
+    assert run_cli(tmp_path, params, "train", "baseline", "--seed", "0", "--resume") == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and "trained with a different config" in err[0]
+    # without --resume the old checkpoint is set aside (not deleted) and training starts fresh
+    assert run_cli(tmp_path, params, "train", "baseline", "--seed", "0") == 0
+    assert (tmp_path / "results" / "runs" / "baseline" / "seed0" / "ckpt.stale.pt").exists()
+
+
+@pytest.mark.skipif(os.geteuid() == 0, reason="root can write anywhere; the check is still exercised below")
+def test_unwritable_results_folder_as_user(tmp_path, corpus, capsys):
+    results = tmp_path / "ro"
+    results.mkdir()
+    results.chmod(0o500)
+    params = tiny_params(corpus)
+    assert run_cli(tmp_path, params, "prepare", "--out", str(tmp_path / "data")) == 0
+    rc = main(["train", "baseline", "--seed", "0", "--params", str(tmp_path / "params.yaml"), "--data",
+               str(tmp_path / "data"), "--results", str(results)])
+    assert rc == 2 and "cannot write" in capsys.readouterr().err
+
+
+def test_unwritable_results_folder(tmp_path, corpus, capsys):
+    params = tiny_params(corpus)
+    assert run_cli(tmp_path, params, "prepare", "--out", str(tmp_path / "data")) == 0
+    blocker = tmp_path / "file"
+    blocker.write_text("a file where a folder should be")
+    rc = main(["train", "baseline", "--seed", "0", "--params", str(tmp_path / "params.yaml"), "--data",
+               str(tmp_path / "data"), "--results", str(blocker / "results")])
+    err = capsys.readouterr().err.strip().splitlines()
+    assert rc == 2 and len(err) == 1 and "cannot write" in err[0], err
