@@ -15,6 +15,7 @@ STUDY = Study.load("params.yaml", PROFILE)
 RUNS = STUDY.runs()
 MF = f"{shlex.quote(sys.executable)} -m miniformer"  # the interpreter running Snakemake has the package
 PROF = f"--profile {PROFILE}"
+RAN = "results/logs/ran-stages.txt"  # DVC stages whose Snakemake jobs ran (see onsuccess)
 
 
 def run_signature(exp, seed):

@@ -10,8 +10,10 @@ import yaml
 
 ROOT = Path(__file__).resolve().parents[1]
 
-WORDS = ("the king queen night day love sword crown fair foul hath doth thou thee my lord lady speak hear "
-         "what light through yonder window breaks soft moon sun star sea").split()
+WORDS = (
+    "the king queen night day love sword crown fair foul hath doth thou thee my lord lady speak hear "
+    "what light through yonder window breaks soft moon sun star sea"
+).split()
 
 
 def make_text(n_lines: int = 3000, seed: int = 0) -> str:
@@ -29,10 +31,25 @@ def tiny_params(corpus: Path, **overrides) -> dict:
         "profile": "default",
         "data": {"corpus": str(corpus), "tokenizer": "char", "val_frac": 0.1, "test_frac": 0.1},
         "model": {"block_size": 16, "n_layer": 2, "n_head": 2, "n_embd": 32},
-        "train": {"steps": 30, "batch_size": 8, "lr": 0.003, "warmup": 5, "log_every": 5, "val_batches": 2,
-                  "sample_every": 15, "ckpt_every": 10, "sample_tokens": 20, "threads": 1},
-        "eval": {"max_tokens": 1024, "split_tokens": 2048, "probe_lines": 4, "order_windows": 4,
-                 "length_multiples": [1, 2, 4]},
+        "train": {
+            "steps": 30,
+            "batch_size": 8,
+            "lr": 0.003,
+            "warmup": 5,
+            "log_every": 5,
+            "val_batches": 2,
+            "sample_every": 15,
+            "ckpt_every": 10,
+            "sample_tokens": 20,
+            "threads": 1,
+        },
+        "eval": {
+            "max_tokens": 1024,
+            "split_tokens": 2048,
+            "probe_lines": 4,
+            "order_windows": 4,
+            "length_multiples": [1, 2, 4],
+        },
         "seeds": [0, 1],
         "profiles": {},
         "experiments": {

@@ -17,8 +17,17 @@ REPO_PARAMS = Path(__file__).resolve().parents[1] / "params.yaml"
 
 def run_cli(tmp_path: Path, params: dict, *args: str) -> int:
     (tmp_path / "params.yaml").write_text(yaml.safe_dump(params))
-    return main([*args, "--params", str(tmp_path / "params.yaml"), "--data", str(tmp_path / "data"),
-                 "--results", str(tmp_path / "results")])
+    return main(
+        [
+            *args,
+            "--params",
+            str(tmp_path / "params.yaml"),
+            "--data",
+            str(tmp_path / "data"),
+            "--results",
+            str(tmp_path / "results"),
+        ]
+    )
 
 
 def edit(params: dict, path: str, value) -> dict:
@@ -40,13 +49,19 @@ CASES = [
     ("unknown position", lambda p: edit(p, "model.pos", "xpos"), "unknown pos='xpos'"),
     ("unknown norm", lambda p: edit(p, "model.norm", "batchnorm"), "unknown norm='batchnorm'"),
     ("unknown objective", lambda p: edit(p, "train.objective", "gan"), "train.objective = 'gan'"),
-    ("heads do not divide", lambda p: edit(p, "experiments.pos_learned.model", {"n_head": 3}),
-     "experiments.pos_learned.model: n_embd=32 is not divisible by n_head=3"),
+    (
+        "heads do not divide",
+        lambda p: edit(p, "experiments.pos_learned.model", {"n_head": 3}),
+        "experiments.pos_learned.model: n_embd=32 is not divisible by n_head=3",
+    ),
     ("non-positive lr", lambda p: edit(p, "train.lr", 0.0), "train.lr = 0.0 must be > 0"),
     ("non-positive steps", lambda p: edit(p, "train.steps", 0), "train.steps = 0 must be > 0"),
     ("unknown tokenizer", lambda p: edit(p, "data.tokenizer", "wordpiece"), "data.tokenizer = 'wordpiece'"),
-    ("BPE vocab too large", lambda p: edit(edit(p, "data.tokenizer", "bpe"), "data.vocab_size", 70000),
-     "data.vocab_size = 70000"),
+    (
+        "BPE vocab too large",
+        lambda p: edit(edit(p, "data.tokenizer", "bpe"), "data.vocab_size", 70000),
+        "data.vocab_size = 70000",
+    ),
     ("no baseline", lambda p: p["experiments"].pop("baseline") and p, "must contain 'baseline'"),
     ("bad group", lambda p: edit(p, "experiments.pos_learned.group", "misc"), "group = 'misc'"),
     ("block larger than the val split", lambda p: edit(p, "model.block_size", 4096), "use a longer corpus"),
@@ -111,8 +126,20 @@ def test_unwritable_results_folder_as_user(tmp_path, corpus, capsys):
     results.chmod(0o500)
     params = tiny_params(corpus)
     assert run_cli(tmp_path, params, "prepare", "--out", str(tmp_path / "data")) == 0
-    rc = main(["train", "baseline", "--seed", "0", "--params", str(tmp_path / "params.yaml"), "--data",
-               str(tmp_path / "data"), "--results", str(results)])
+    rc = main(
+        [
+            "train",
+            "baseline",
+            "--seed",
+            "0",
+            "--params",
+            str(tmp_path / "params.yaml"),
+            "--data",
+            str(tmp_path / "data"),
+            "--results",
+            str(results),
+        ]
+    )
     assert rc == 2 and "cannot write" in capsys.readouterr().err
 
 
@@ -121,7 +148,19 @@ def test_unwritable_results_folder(tmp_path, corpus, capsys):
     assert run_cli(tmp_path, params, "prepare", "--out", str(tmp_path / "data")) == 0
     blocker = tmp_path / "file"
     blocker.write_text("a file where a folder should be")
-    rc = main(["train", "baseline", "--seed", "0", "--params", str(tmp_path / "params.yaml"), "--data",
-               str(tmp_path / "data"), "--results", str(blocker / "results")])
+    rc = main(
+        [
+            "train",
+            "baseline",
+            "--seed",
+            "0",
+            "--params",
+            str(tmp_path / "params.yaml"),
+            "--data",
+            str(tmp_path / "data"),
+            "--results",
+            str(blocker / "results"),
+        ]
+    )
     err = capsys.readouterr().err.strip().splitlines()
     assert rc == 2 and len(err) == 1 and "cannot write" in err[0], err

@@ -19,8 +19,17 @@ from tests.conftest import make_text, tiny_params
 
 
 def cli(study_dir: Path, *args: str) -> int:
-    return main([*args, "--params", str(study_dir / "params.yaml"), "--data", str(study_dir / "data"),
-                 "--results", str(study_dir / "results")])
+    return main(
+        [
+            *args,
+            "--params",
+            str(study_dir / "params.yaml"),
+            "--data",
+            str(study_dir / "data"),
+            "--results",
+            str(study_dir / "results"),
+        ]
+    )
 
 
 def prepared(study_dir: Path) -> Path:
@@ -150,8 +159,11 @@ def test_same_seed_twice_gives_identical_metrics(study_dir):
 
 def test_divergence_is_recorded_and_exits_zero(tmp_path, corpus):
     params = tiny_params(corpus)
-    params["experiments"]["blowup"] = {"group": "block", "model": {"norm_placement": "post"},
-                                       "train": {"lr": 50.0, "min_lr": 1.0, "warmup": 0}}
+    params["experiments"]["blowup"] = {
+        "group": "block",
+        "model": {"norm_placement": "post"},
+        "train": {"lr": 50.0, "min_lr": 1.0, "warmup": 0},
+    }
     (tmp_path / "params.yaml").write_text(yaml.safe_dump(params))
     prepared(tmp_path)
     assert cli(tmp_path, "train", "blowup", "--seed", "0") == 0
@@ -188,14 +200,25 @@ def test_evaluate_writes_every_item(study_dir):
         assert cli(study_dir, "evaluate", exp, "--seed", "0") == 0
     ev_dir = study_dir / "results" / "eval"
     base = json.loads((ev_dir / "baseline" / "seed0" / "eval.json").read_text())
-    for key in ("val_loss", "test_loss", "lengths", "attention_entropy", "head_diversity", "order_sensitivity",
-                "hidden_uniformity", "probe", "generation_stats"):
+    for key in (
+        "val_loss",
+        "test_loss",
+        "lengths",
+        "attention_entropy",
+        "head_diversity",
+        "order_sensitivity",
+        "hidden_uniformity",
+        "probe",
+        "generation_stats",
+    ):
         assert key in base, key
     assert base["lengths"]["4"]["applicable"] and base["lengths"]["4"]["loss_beyond_block"] is not None
     assert base["attention_upper_triangle_zero"] is True
     learned = json.loads((ev_dir / "pos_learned" / "seed0" / "eval.json").read_text())
-    assert learned["lengths"]["2"] == {"applicable": False,
-                                      "reason": "learned absolute positions have no vector past block_size"}
+    assert learned["lengths"]["2"] == {
+        "applicable": False,
+        "reason": "learned absolute positions have no vector past block_size",
+    }
     gens = json.loads((ev_dir / "pos_learned" / "seed0" / "generations.json").read_text())
     assert gens["1"]["applicable"] and not gens["4"]["applicable"]
     attention = json.loads((ev_dir / "baseline" / "seed0" / "attention.json").read_text())
@@ -207,8 +230,10 @@ def test_evaluate_writes_every_item(study_dir):
 
 def test_mlm_without_positions_is_blind_to_order(tmp_path, corpus):
     params = tiny_params(corpus)
-    params["experiments"] = {"baseline": {"group": "baseline"},
-                             "nope": {"group": "objective", "model": {"pos": "none"}, "train": {"objective": "mlm"}}}
+    params["experiments"] = {
+        "baseline": {"group": "baseline"},
+        "nope": {"group": "objective", "model": {"pos": "none"}, "train": {"objective": "mlm"}},
+    }
     (tmp_path / "params.yaml").write_text(yaml.safe_dump(params))
     prepared(tmp_path)
     assert cli(tmp_path, "train", "nope", "--seed", "0") == 0

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import argparse
-import os
 import sys
 from pathlib import Path
 
@@ -32,7 +31,9 @@ def _writable(folder: Path) -> None:
         probe.write_bytes(b"")
         probe.unlink()
     except OSError as e:
-        raise UserError(f"cannot write to {str(folder)!r} ({e.strerror}); choose another --results/--out folder") from None
+        raise UserError(
+            f"cannot write to {str(folder)!r} ({e.strerror}); choose another --results/--out folder"
+        ) from None
 
 
 def cmd_prepare(args) -> None:
@@ -110,6 +111,55 @@ def cmd_runs(args) -> None:
         print(line)
 
 
+def cmd_generate(args) -> None:
+    from miniformer import inspect
+
+    run = inspect.load(args.run, Path(args.results), args.seed, Path(args.data))
+    print(inspect.generate(run, args.prompt, args.tokens, args.temperature, args.top_k, args.sample_seed))
+
+
+def cmd_score(args) -> None:
+    from miniformer import inspect
+
+    run = inspect.load(args.run, Path(args.results), args.seed, Path(args.data))
+    if args.file:
+        lines = Path(args.file).read_text(encoding="utf-8").splitlines()
+        inspect.score_file(run, lines, Path(args.out) if args.out else None)
+        return
+    if not args.sentence:
+        raise UserError("give a sentence to score, or --file with one sentence per line")
+    r = inspect.score(run, args.sentence)
+    print(f"{r['method']}: mean loss {r['mean_loss']:.4f} nats/token, perplexity {r['perplexity']:.3f}")
+    for t in r["tokens"]:
+        print(f"  {t['token']!r:8} {t['loss']:.3f}")
+
+
+def cmd_attention(args) -> None:
+    from miniformer import inspect
+
+    run = inspect.load(args.run, Path(args.results), args.seed, Path(args.data))
+    out = inspect.attention_figure(run, args.text, args.layer, args.head, args.all, Path(args.output))
+    print(f"wrote {out}")
+
+
+def cmd_dvc_record(args) -> None:
+    import yaml
+
+    from miniformer.dvc_record import record
+
+    declared = (yaml.safe_load(Path(args.params).read_text()) or {}).get("profile", "default")
+    if args.profile and args.profile != declared:
+        Path(args.ran).unlink(missing_ok=True)
+        print(
+            f"dvc: not recorded: this run used profile {args.profile!r} but params.yaml says {declared!r}, "
+            "so DVC's record would be wrong; set `profile:` in params.yaml to keep both tools in step"
+        )
+        return
+    stages = record(Path(args.ran))
+    if stages:
+        print(f"dvc: recorded {len(stages)} stage(s) that ran: {' '.join(stages)}")
+
+
 def cmd_list(args) -> None:
     """The run list of the active profile, one `experiment seed` per line (what the DAG tools expand)."""
     for e, s in _study(args).runs():
@@ -136,9 +186,12 @@ def build_parser() -> argparse.ArgumentParser:
     sp.add_argument("--out", default=str(DATA_DIR))
     sp = add("train", cmd_train, "train one experiment x seed (resumes from its checkpoint)", run=True)
     resume = sp.add_mutually_exclusive_group()
-    resume.add_argument("--resume", action="store_true",
-                        help="require resuming: a checkpoint of another config is an error (default: resume if it "
-                        "matches, else set it aside and start fresh)")
+    resume.add_argument(
+        "--resume",
+        action="store_true",
+        help="require resuming: a checkpoint of another config is an error (default: resume if it "
+        "matches, else set it aside and start fresh)",
+    )
     resume.add_argument("--no-resume", action="store_true", help="ignore an existing checkpoint")
     add("evaluate", cmd_evaluate, "evaluate one trained run", run=True)
     sp = add("train-experiment", cmd_train_experiment, "train every seed of one experiment (the DVC stage)")
@@ -148,8 +201,34 @@ def build_parser() -> argparse.ArgumentParser:
     add("aggregate", cmd_aggregate, "collect every run into results/metrics.json and tables")
     sp = add("report", cmd_report, "figures + verdicts -> report/report.html")
     sp.add_argument("--out", default="report/report.html")
+    sp = add("dvc-record", cmd_dvc_record, "commit to dvc.lock exactly the DVC stages whose Snakemake jobs ran")
+    sp.add_argument("--ran", default="results/logs/ran-stages.txt")
     add("list", cmd_list, "print the active profile's runs")
     add("runs", cmd_runs, "list trained runs found under results/")
+
+    def add_run_arg(sp: argparse.ArgumentParser) -> None:
+        sp.add_argument("run", help="experiment name (see `miniformer runs`) or a run folder")
+        sp.add_argument("--seed", type=int, default=None, help="which seed of the experiment (default: lowest)")
+
+    sp = add("generate", cmd_generate, "continue a prompt with a trained run")
+    add_run_arg(sp)
+    sp.add_argument("--prompt", default="\n")
+    sp.add_argument("--tokens", type=int, default=200)
+    sp.add_argument("--temperature", type=float, default=0.8)
+    sp.add_argument("--top-k", type=int, default=20)
+    sp.add_argument("--sample-seed", type=int, default=0)
+    sp = add("score", cmd_score, "loss and perplexity of a sentence (per token), or of every line of --file")
+    add_run_arg(sp)
+    sp.add_argument("sentence", nargs="?")
+    sp.add_argument("--file", help="score every line of this file (CSV to stdout or -o)")
+    sp.add_argument("-o", "--out", help="CSV output path for --file")
+    sp = add("attention", cmd_attention, "attention heatmap(s) for your own text")
+    add_run_arg(sp)
+    sp.add_argument("--text", required=True)
+    sp.add_argument("--layer", type=int, default=None, help="default: the last layer")
+    sp.add_argument("--head", type=int, default=None)
+    sp.add_argument("--all", action="store_true", help="every head of the layer")
+    sp.add_argument("-o", "--output", default="attention.png")
     return p
 
 

@@ -142,8 +142,11 @@ class Trainer:
             if mode == "auto":
                 stale = self.ckpt_path.with_name("ckpt.stale.pt")
                 os.replace(self.ckpt_path, stale)
-                print(f"checkpoint {self.ckpt_path} is from another config (params changed): moved to {stale.name}, "
-                      "training from scratch", file=sys.stderr)
+                print(
+                    f"checkpoint {self.ckpt_path} is from another config (params changed): moved to {stale.name}, "
+                    "training from scratch",
+                    file=sys.stderr,
+                )
                 return False
             raise UserError(
                 f"checkpoint {str(self.ckpt_path)!r} was trained with a different config; delete it, or restore the "

@@ -18,7 +18,7 @@ rule prepare:
     log:
         "results/logs/prepare.log",
     shell:
-        "{MF} prepare {PROF} > {log} 2>&1"
+        "{MF} prepare {PROF} > {log} 2>&1 && echo prepare >> {RAN}"
 
 
 rule train:
@@ -41,7 +41,7 @@ rule train:
     log:
         "results/logs/train/{exp}/seed{seed}.log",
     shell:
-        "{MF} train {wildcards.exp} --seed {wildcards.seed} {PROF} > {log} 2>&1"
+        "{MF} train {wildcards.exp} --seed {wildcards.seed} {PROF} > {log} 2>&1 && echo train@{wildcards.exp} >> {RAN}"
 
 
 rule evaluate:
@@ -61,6 +61,7 @@ rule evaluate:
         "results/logs/evaluate/{exp}/seed{seed}.log",
     shell:
         "{MF} evaluate {wildcards.exp} --seed {wildcards.seed} {PROF} > {log} 2>&1"
+        " && echo evaluate@{wildcards.exp} >> {RAN}"
 
 
 rule aggregate:
@@ -73,7 +74,7 @@ rule aggregate:
     log:
         "results/logs/aggregate.log",
     shell:
-        "{MF} aggregate {PROF} > {log} 2>&1"
+        "{MF} aggregate {PROF} > {log} 2>&1 && echo aggregate >> {RAN}"
 
 
 rule report:
@@ -84,4 +85,10 @@ rule report:
     log:
         "results/logs/report.log",
     shell:
-        "{MF} report {PROF} > {log} 2>&1"
+        "{MF} report {PROF} > {log} 2>&1 && echo report >> {RAN}"
+
+
+# DVC keeps its own record (dvc.lock). Record exactly the DVC stages whose jobs ran in this Snakemake invocation, never
+# a blanket `dvc commit` (that would mark stale, never-run stages as current).
+onsuccess:
+    shell("{MF} dvc-record --ran {RAN} {PROF}")

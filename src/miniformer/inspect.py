@@ -1,0 +1,189 @@
+"""Use any trained run: list runs, generate, score sentences, draw attention for your own text."""
+
+from __future__ import annotations
+
+import csv
+import json
+import math
+import sys
+from dataclasses import dataclass
+from pathlib import Path
+
+import torch
+import torch.nn.functional as F
+
+from miniformer.attention import make_causal_mask
+from miniformer.errors import UserError
+from miniformer.evaluate import load_run_model
+from miniformer.model import MiniFormer
+from miniformer.objectives import Specials
+from miniformer.tokenizer import tokenizer_from_json
+
+
+@dataclass
+class LoadedRun:
+    path: Path
+    model: MiniFormer
+    config: dict
+    tokenizer: object
+    specials: Specials
+
+    @property
+    def objective(self) -> str:
+        return self.config["train"]["objective"]
+
+
+def find_runs(results: Path) -> list[Path]:
+    return sorted(p.parent for p in (Path(results) / "runs").glob("*/seed*/ckpt.pt"))
+
+
+def list_runs(results: Path) -> list[str]:
+    lines = [f"{'experiment':28} {'seed':>4} {'steps':>6} {'val loss':>9}  path"]
+    for run in find_runs(results):
+        m = json.loads((run / "metrics.json").read_text()) if (run / "metrics.json").exists() else {}
+        ev_path = Path(results) / "eval" / run.parent.name / run.name / "eval.json"
+        val = json.loads(ev_path.read_text()).get("val_loss") if ev_path.exists() else m.get("final_val_loss_estimate")
+        steps = m.get("steps_done", "…")
+        lines.append(
+            f"{run.parent.name:28} {run.name[4:]:>4} {steps!s:>6} {'n/a' if val is None else f'{val:.4f}':>9}  {run}"
+        )
+    if len(lines) == 1:
+        lines.append(f"(no trained runs under {results}/runs; run the study first)")
+    return lines
+
+
+def resolve_run(spec: str, results: Path, seed: int | None) -> Path:
+    """RUN is a run folder, or an experiment name (+ --seed, default the lowest trained seed)."""
+    p = Path(spec)
+    if (p / "ckpt.pt").exists():
+        return p
+    seeds = sorted((Path(results) / "runs" / spec).glob("seed*/ckpt.pt"))
+    if seed is not None:
+        seeds = [s for s in seeds if s.parent.name == f"seed{seed}"]
+    if not seeds:
+        known = sorted({r.parent.name for r in find_runs(results)})
+        raise UserError(
+            f"unknown run {spec!r}{'' if seed is None else f' seed {seed}'}; trained runs: "
+            f"{', '.join(known) or 'none'} (see `miniformer runs`)"
+        )
+    return seeds[0].parent
+
+
+def load(spec: str, results: Path, seed: int | None = None, data_dir: Path | None = None) -> LoadedRun:
+    path = resolve_run(spec, results, seed)
+    model, config, ckpt = load_run_model(path, torch.device("cpu"))
+    meta_path = Path(data_dir or "data/prepared") / "meta.json"
+    if not meta_path.exists():
+        raise UserError(f"no tokenizer at {str(meta_path)!r}; run `miniformer prepare` (or pass --data)")
+    meta = json.loads(meta_path.read_text(encoding="utf-8"))
+    if meta["tokenizer_hash"] != ckpt["tokenizer_hash"]:
+        raise UserError(
+            f"run {str(path)!r} was trained with another tokenizer than {str(meta_path)!r}; "
+            "point --data at the data it was trained on"
+        )
+    tok = tokenizer_from_json(meta["tokenizer_json"])
+    return LoadedRun(path, model, config, tok, Specials(tok.vocab_size))
+
+
+def encode_reporting(run: LoadedRun, text: str) -> list[int]:
+    ids, dropped = run.tokenizer.encode_lossy(text)
+    if dropped:
+        print(f"note: characters not in the vocabulary were dropped: {''.join(dropped)!r}", file=sys.stderr)
+    if not ids:
+        raise UserError("the text has no character the model knows; try text in the training corpus' alphabet")
+    return ids
+
+
+def generate(run: LoadedRun, prompt: str, tokens: int, temperature: float, top_k: int | None, seed: int) -> str:
+    if run.objective not in ("causal", "prefix"):
+        raise UserError(f"{run.path} is a {run.objective} model: it does not generate left to right; use `score`")
+    ids = encode_reporting(run, prompt or "\n")
+    T = run.model.cfg.block_size
+    if run.model.cfg.pos == "learned" and len(ids) + tokens > T:
+        raise UserError(
+            f"learned absolute positions stop at block_size={T}: prompt + --tokens must be <= {T} "
+            f"(got {len(ids) + tokens}); rope/alibi/t5/sinusoidal/none runs can go further"
+        )
+    g = torch.Generator().manual_seed(seed)
+    out = run.model.generate(
+        torch.tensor([ids]), tokens, temperature, top_k, generator=g, allowed_vocab=run.tokenizer.vocab_size
+    )
+    return run.tokenizer.decode(out[0].tolist())
+
+
+@torch.no_grad()
+def score(run: LoadedRun, sentence: str) -> dict:
+    """Mean loss (nats/token), perplexity and per-token losses. Left-to-right models: log p(token | left context);
+    MLM / span: pseudo-log-likelihood (each position masked in turn)."""
+    ids = encode_reporting(run, sentence)
+    V = run.tokenizer.vocab_size
+    if run.objective in ("causal", "prefix"):
+        ids = run.tokenizer.encode_lossy("\n")[0] + ids  # a line start as context for the first character
+        x = torch.tensor([ids[:-1]])
+        logits = run.model(x, attn_mask=make_causal_mask(x.size(1)))["logits"][0, :, :V]
+        losses = F.cross_entropy(logits, torch.tensor(ids[1:]), reduction="none").tolist()
+        scored, method = ids[1:], "causal log-likelihood"
+    else:
+        losses = []
+        for i in range(len(ids)):
+            if run.objective == "mlm":
+                x = torch.tensor([ids[:i] + [run.specials.mask_id] + ids[i + 1 :]])
+                full = torch.ones(len(ids), len(ids), dtype=torch.bool)
+                logits = run.model(x, attn_mask=full)["logits"][0, i, :V]
+            else:
+                from miniformer.objectives import prefix_mask
+
+                s0 = run.specials.sentinel(0)
+                inputs = ids[:i] + [s0] + ids[i + 1 :]
+                x = torch.tensor([inputs + [s0]])
+                mask = prefix_mask(torch.tensor([len(inputs)]), x.size(1))
+                logits = run.model(x, attn_mask=mask)["logits"][0, -1, :V]
+            losses.append(float(F.cross_entropy(logits[None], torch.tensor([ids[i]]))))
+        scored, method = ids, "pseudo-log-likelihood (each position masked in turn)"
+    mean = sum(losses) / len(losses)
+    return {
+        "text": sentence,
+        "method": method,
+        "mean_loss": mean,
+        "perplexity": math.exp(mean),
+        "tokens": [{"token": run.tokenizer.decode([t]), "loss": loss} for t, loss in zip(scored, losses)],
+    }
+
+
+def score_file(run: LoadedRun, lines: list[str], out: Path | None) -> list[dict]:
+    rows = [score(run, line) for line in lines if line.strip()]
+    handle = open(out, "w", newline="", encoding="utf-8") if out else sys.stdout
+    w = csv.writer(handle)
+    w.writerow(["text", "mean_loss", "perplexity", "tokens", "method"])
+    for r in rows:
+        w.writerow([r["text"], f"{r['mean_loss']:.4f}", f"{r['perplexity']:.3f}", len(r["tokens"]), r["method"]])
+    if out:
+        handle.close()
+    return rows
+
+
+@torch.no_grad()
+def attention_figure(run: LoadedRun, text: str, layer: int | None, head: int | None, all_heads: bool, out: Path):
+    from miniformer.figures import attention_heatmap, head_grid
+
+    ids = encode_reporting(run, text)
+    cfg = run.model.cfg
+    if cfg.pos == "learned" and len(ids) > cfg.block_size:
+        raise UserError(f"learned absolute positions stop at block_size={cfg.block_size}; use a shorter text")
+    mask = torch.ones(len(ids), len(ids), dtype=torch.bool) if run.objective == "mlm" else None
+    weights = run.model(torch.tensor([ids]), attn_mask=mask, return_weights=True)["weights"]
+    tokens = [run.tokenizer.decode([i]) for i in ids]
+    L = len(weights) - 1 if layer is None else layer
+    if not 0 <= L < len(weights):
+        raise UserError(f"--layer {layer} out of range: the model has {len(weights)} layers (0..{len(weights) - 1})")
+    H = weights[L].size(1)
+    if all_heads:
+        fig = head_grid(weights[L][0].tolist(), tokens, f"{run.path}: layer {L}, all heads")
+    else:
+        h = head or 0
+        if not 0 <= h < H:
+            raise UserError(f"--head {head} out of range: layer {L} has {H} heads (0..{H - 1})")
+        fig = attention_heatmap(weights[L][0, h].tolist(), tokens, f"{run.path}: layer {L}, head {h}")
+    Path(out).parent.mkdir(parents=True, exist_ok=True)
+    fig.savefig(out, dpi=110, bbox_inches="tight")
+    return out
