@@ -3,8 +3,10 @@
 #   snakemake --cores 4 all                      # the profile named in params.yaml (default)
 #   snakemake --cores 4 all --config profile=smoke
 import json
+import os
 import shlex
 import sys
+from pathlib import Path
 
 from miniformer.params import Study
 
@@ -18,9 +20,31 @@ PROF = f"--profile {PROFILE}"
 RAN = "results/logs/ran-stages.txt"  # DVC stages whose Snakemake jobs ran (see onsuccess)
 
 
-def run_signature(exp, seed):
-    """Everything that shapes a run; Snakemake re-runs a job when its params change, so only edited experiments rerun."""
-    return json.dumps(STUDY.config(exp, int(seed)).to_dict(), sort_keys=True)
+def write_signature(path, content):
+    """Write a config signature file only when its content changes, so its mtime marks the last real change.
+
+    Snakemake re-runs a job whose input is newer than its outputs; these files turn "this experiment's params changed"
+    into exactly that, for one experiment at a time. (Snakemake's own params trigger ignores callable params.)
+    A signature seen for the first time gets the oldest possible mtime: "no known change", so outputs that already exist
+    (say, from `dvc repro`) are not retrained just because Snakemake has not seen this study before.
+    """
+    path = Path(path)
+    first_time = not path.exists()
+    if not first_time and path.read_text() == content:
+        return
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_suffix(".tmp")
+    tmp.write_text(content)
+    if first_time:
+        os.utime(tmp, (0, 0))
+    os.replace(tmp, path)
+
+
+SIGNATURES = "results/signatures"
+write_signature(f"{SIGNATURES}/data.json", json.dumps(STUDY.section("data"), sort_keys=True, indent=1))
+for _exp, _seed in RUNS:
+    write_signature(f"{SIGNATURES}/{_exp}/seed{_seed}.json",
+                    json.dumps(STUDY.config(_exp, _seed).to_dict(), sort_keys=True, indent=1))
 
 
 include: "workflow/rules/study.smk"

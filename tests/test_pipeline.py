@@ -150,3 +150,41 @@ def test_dvc_change_one_experiment_and_diff_metrics(dvc):
     diff = json.loads(sh(dvc, "dvc", "metrics", "diff", "--json", "--targets", "results/metrics.json").stdout)
     changed = {k.split(".")[0] for k in next(iter(diff.values()))}
     assert changed == {"pos_t5"}, changed
+
+
+def test_report_renders_offline_in_a_headless_browser(smk, tmp_path):
+    import base64
+    import io
+
+    import matplotlib.image as mpimg
+
+    html = (smk / "report" / "report.html").read_text()
+    images = re.findall(r'src="data:image/png;base64,([^"]+)"', html)
+    assert len(images) >= 10
+    for img in images:
+        pixels = mpimg.imread(io.BytesIO(base64.b64decode(img)), format="png")
+        assert pixels.shape[0] > 50 and pixels.std() > 0  # decodes and is not blank
+    assert not re.search(r'(src|href)="(https?:)?//', html), "external reference in the report"
+    assert "<script" not in html
+    for section in ("3. Positions", "4. Single-head attention", "5. Multi-head attention", "6. The block",
+                    "7. Training the mini-former", "8. Objectives", "Claims", "Breakage log", "Environment"):
+        assert section in html, section
+
+    chromium = shutil.which("chromium") or shutil.which("chromium-browser")
+    assert chromium, "install Debian's chromium for the screenshot test (.ci/run does)"
+    shot = tmp_path / "shot.png"
+    subprocess.run([chromium, "--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking",
+                    "--disable-component-update", "--disable-sync", "--no-first-run",
+                    f"--user-data-dir={tmp_path / 'profile'}", f"--screenshot={shot}", "--window-size=1200,3000",
+                    (smk / "report" / "report.html").as_uri()], capture_output=True, timeout=120)
+    pixels = mpimg.imread(shot)
+    assert pixels.shape[:2] == (3000, 1200) and pixels.std() > 0.05  # the page drew text and figures
+
+
+def test_model_samples_are_escaped(tmp_path):
+    from jinja2 import Environment, PackageLoader, select_autoescape
+
+    env = Environment(loader=PackageLoader("miniformer", "templates"), autoescape=select_autoescape(["html", "j2"]))
+    assert env.get_template("report.html.j2").environment.autoescape
+    rendered = env.from_string("<pre>{{ s }}</pre>").render(s="<script>alert(1)</script>")
+    assert "&lt;script&gt;" in rendered

@@ -11,10 +11,10 @@ rule all:
 
 
 rule prepare:
+    input:
+        f"{SIGNATURES}/data.json",
     output:
         multiext("data/prepared/", "train.bin", "val.bin", "test.bin", "meta.json"),
-    params:
-        data=json.dumps(STUDY.section("data"), sort_keys=True),
     log:
         "results/logs/prepare.log",
     shell:
@@ -24,6 +24,7 @@ rule prepare:
 rule train:
     input:
         rules.prepare.output,
+        f"{SIGNATURES}/{{exp}}/seed{{seed}}.json",
     # ckpt.pt is written but deliberately not declared: Snakemake deletes declared outputs before a re-run, and the
     # checkpoint of a killed job must survive so that the re-run resumes from it.
     output:
@@ -31,8 +32,6 @@ rule train:
         log_tsv=report("results/runs/{exp}/seed{seed}/log.tsv", category="Step logs", subcategory="{exp}"),
         samples="results/runs/{exp}/seed{seed}/samples.jsonl",
         perf="results/runs/{exp}/seed{seed}/perf.json",
-    params:
-        signature=lambda wc: run_signature(wc.exp, wc.seed),
     threads: lambda wc: STUDY.config(wc.exp, int(wc.seed)).train.threads
     resources:
         mem_mb=2000,
@@ -47,12 +46,11 @@ rule train:
 rule evaluate:
     input:
         rules.train.output.metrics,
+        f"{SIGNATURES}/{{exp}}/seed{{seed}}.json",
     output:
         eval=report("results/eval/{exp}/seed{seed}/eval.json", category="Evaluations", subcategory="{exp}"),
         attention="results/eval/{exp}/seed{seed}/attention.json",
         generations="results/eval/{exp}/seed{seed}/generations.json",
-    params:
-        signature=lambda wc: run_signature(wc.exp, wc.seed),
     threads: lambda wc: STUDY.config(wc.exp, int(wc.seed)).train.threads
     resources:
         mem_mb=2000,

@@ -1,0 +1,83 @@
+"""The verdict engine on synthetic metrics: every branch, so no verdict can be a constant."""
+
+from __future__ import annotations
+
+from miniformer.findings import Metrics, breakages, claims, directional, equality
+
+
+def test_directional_branches():
+    assert directional(None, 0.01) == "not run"
+    assert directional(0.001, 0.01) == "within noise"
+    assert directional(0.5, 0.01) == "reproduced"
+    assert directional(-0.5, 0.01) == "not reproduced"
+    assert directional(-0.5, 0.01, expect_positive=False) == "reproduced"
+
+
+def test_equality_branches():
+    assert equality(None, 0.1) == "not run"
+    assert equality(0.05, 0.1) == "reproduced"
+    assert equality(0.5, 0.1) == "not reproduced"
+
+
+def seeds(val: float, **extra) -> dict:
+    return {"seed0": {"val_loss": val, **extra}}
+
+
+def base(**extra) -> dict:
+    return {f"seed{i}": {"val_loss": 2.0 + d, "hidden_uniformity": 0.5 + d, "recovery_accuracy": 0.3 + d,
+                         "attention_entropy": 2.0 + d, "loss_at_1x": 2.0, "loss_at_4x": 2.3, "final_train_loss": 2.0,
+                         **extra}
+            for i, d in enumerate((0.0, 0.01, -0.01))}
+
+
+def by_claim(metrics: dict) -> dict[str, str]:
+    return {f.claim: f.verdict for f in claims(Metrics(metrics))}
+
+
+def test_claims_follow_the_numbers():
+    good = {
+        "baseline": base(),
+        "pos_learned": seeds(2.0, loss_at_1x=2.0, loss_at_4x=None),
+        "pos_sinusoidal": seeds(2.005, loss_at_1x=2.0, loss_at_4x=4.0),
+        "pos_alibi": seeds(2.01, loss_at_1x=2.0, loss_at_4x=2.0),
+        "block_rmsnorm": seeds(2.0),
+        "block_no_residual": seeds(3.0, hidden_uniformity=0.99),
+        "obj_mlm": seeds(1.5, recovery_accuracy=0.9),
+        "obj_mlm_nope": seeds(3.5),
+    }
+    v = by_claim(good)
+    assert v["Learned ≈ sinusoidal positions in distribution"] == "reproduced"
+    assert v["Past the training length: sinusoidal worst, RoPE degrades, ALiBi best"] == "reproduced"
+    assert v["ALiBi stays flat past the training length"] == "reproduced"
+    assert v["Learned absolute positions cannot extrapolate"] == "reproduced"
+    assert v["RMSNorm ≈ LayerNorm"] == "reproduced"
+    assert v["No residual → token representations collapse toward uniform"] == "reproduced"
+    assert v["Masked LM without positions fails"] == "reproduced"
+    assert v["Denoising objectives beat plain LM on a recovery probe"] == "reproduced"
+    assert v["Head count has a U-shape at fixed width"] == "not run"
+
+    bad = dict(good, pos_sinusoidal=seeds(2.5, loss_at_1x=2.0, loss_at_4x=2.0),
+               block_rmsnorm=seeds(2.6), obj_mlm_nope=seeds(1.5), pos_alibi=seeds(2.0, loss_at_1x=2.0, loss_at_4x=3.0))
+    v = by_claim(bad)
+    assert v["Learned ≈ sinusoidal positions in distribution"] == "not reproduced"
+    assert v["Past the training length: sinusoidal worst, RoPE degrades, ALiBi best"] == "not reproduced"
+    assert v["ALiBi stays flat past the training length"] == "not reproduced"
+    assert v["RMSNorm ≈ LayerNorm"] == "not reproduced"
+    assert v["Masked LM without positions fails"] == "within noise"
+
+
+def test_head_count_u_shape():
+    m = {"baseline": base(), "attn_single_head": seeds(2.3), "heads_2": seeds(2.1), "heads_8": seeds(1.95),
+         "heads_16": seeds(2.0), "heads_32": seeds(2.4)}
+    assert by_claim(m)["Head count has a U-shape at fixed width"] == "reproduced"
+    m["heads_32"] = seeds(1.96)
+    assert by_claim(m)["Head count has a U-shape at fixed width"] == "within noise"
+
+
+def test_breakage_log_records_divergence_and_objective_caveat():
+    m = Metrics({"baseline": base(), "block_x": seeds(9.0, diverged=True, divergence_step=12),
+                 "obj_mlm": seeds(1.0), "heads_8": seeds(2.001)})
+    rows = {r["experiment"]: r for r in breakages(m, {"block_x": "blows up"}, {"obj_mlm": "objective"})}
+    assert rows["block_x"]["outcome"] == "diverged at step 12"
+    assert "not comparable" in rows["obj_mlm"]["outcome"]
+    assert rows["heads_8"]["outcome"] == "within noise of the baseline"
