@@ -1,0 +1,158 @@
+"""Training-step speed: miniformer vs the single-file-GPT reference, in one process, alternating, medians.
+
+Usage: python benchmarks/bench_step.py [--rounds 5] [--steps 10] [--threads 2] [--variants] [--out FILE]
+Prints a Markdown section (date, commit, ratios, MFU vs a same-process fp32 GEMM, per-variant throughput, per-job
+overhead) for benchmarks/RESULTS.md.
+"""
+
+from __future__ import annotations
+
+import argparse
+import datetime
+import statistics
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import torch
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from reference_gpt import RefGPT  # noqa: E402
+
+from miniformer.flops import flops_per_token  # noqa: E402
+from miniformer.model import MiniFormer, ModelConfig  # noqa: E402
+from miniformer.objectives import Specials, make_batch, window_length  # noqa: E402
+from miniformer.params import Study  # noqa: E402
+
+ROOT = Path(__file__).resolve().parents[1]
+VOCAB = 81  # the default corpus' characters
+B, T = 32, 128
+
+
+def gemm_flops(threads: int, n: int = 1024, reps: int = 20) -> float:
+    torch.set_num_threads(threads)
+    a, b = torch.randn(n, n), torch.randn(n, n)
+    for _ in range(3):
+        a @ b
+    t = time.perf_counter()
+    for _ in range(reps):
+        a @ b
+    return 2 * n**3 * reps / (time.perf_counter() - t)
+
+
+class Contender:
+    """A model + AdamW + one fixed batch; ``step_time(n)`` = mean seconds of n full training steps."""
+
+    def __init__(self, name: str, model: torch.nn.Module, loss_fn) -> None:
+        self.name, self.model, self.loss_fn = name, model, loss_fn
+        self.opt = torch.optim.AdamW(model.parameters(), lr=1e-3)
+
+    def step_time(self, n: int) -> float:
+        t = time.perf_counter()
+        for _ in range(n):
+            loss = self.loss_fn()
+            self.opt.zero_grad(set_to_none=True)
+            loss.backward()
+            self.opt.step()
+        return (time.perf_counter() - t) / n
+
+
+def miniformer_contender(name: str, model_cfg: dict, objective: str = "causal") -> tuple[Contender, MiniFormer]:
+    specials = Specials(VOCAB)
+    cfg = ModelConfig.from_dict({**model_cfg, "vocab_size": specials.model_vocab})
+    torch.manual_seed(0)
+    model = MiniFormer(cfg)
+    g = torch.Generator().manual_seed(0)
+    tokens = torch.randint(0, VOCAB, (B, window_length(objective, cfg.block_size)), generator=g)
+    batch = make_batch(objective, tokens, specials, g)
+    return Contender(name, model, lambda: model(batch.x, batch.y, attn_mask=batch.mask)["loss"]), model
+
+
+def reference_contender() -> Contender:
+    torch.manual_seed(0)
+    model = RefGPT(VOCAB, T, 4, 4, 128)
+    tokens = torch.randint(0, VOCAB, (B, T + 1))
+    x, y = tokens[:, :-1].contiguous(), tokens[:, 1:].contiguous()
+    return Contender("reference", model, lambda: model(x, y))
+
+
+def alternate(contenders: list[Contender], rounds: int, steps: int) -> dict[str, float]:
+    for c in contenders:
+        c.step_time(2)  # warm-up
+    times: dict[str, list[float]] = {c.name: [] for c in contenders}
+    for _ in range(rounds):
+        for c in contenders:
+            times[c.name].append(c.step_time(steps))
+    return {k: statistics.median(v) for k, v in times.items()}
+
+
+def job_overhead() -> dict[str, float]:
+    """What every job pays before training: a Python process importing the CLI and the model stack."""
+    def timed(cmd: list[str]) -> float:
+        samples = []
+        for _ in range(3):
+            t = time.perf_counter()
+            subprocess.run(cmd, check=True, capture_output=True, cwd=ROOT)
+            samples.append(time.perf_counter() - t)
+        return statistics.median(samples)
+
+    return {
+        "python -c pass": timed([sys.executable, "-c", "pass"]),
+        "import torch": timed([sys.executable, "-c", "import torch"]),
+        "miniformer --help": timed([sys.executable, "-m", "miniformer", "--help"]),
+        "import train stack (torch, dvclive, tokenizers)": timed(
+            [sys.executable, "-c", "import miniformer.train, dvclive, tokenizers"]),
+    }
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__)
+    ap.add_argument("--rounds", type=int, default=5)
+    ap.add_argument("--steps", type=int, default=10)
+    ap.add_argument("--threads", type=int, default=2)
+    ap.add_argument("--variants", action="store_true", help="also time every experiment's model of params.yaml")
+    args = ap.parse_args()
+    torch.set_num_threads(args.threads)
+    commit = subprocess.run(["git", "rev-parse", "--short", "HEAD"], capture_output=True, text=True, cwd=ROOT)
+    print(f"## Run of {datetime.datetime.now(datetime.UTC):%Y-%m-%d %H:%M} UTC, commit {commit.stdout.strip()}, "
+          f"torch {torch.__version__}, {args.threads} threads, fp32, B={B} T={T}\n")
+
+    study = Study.load(ROOT / "params.yaml", "default")
+    base_cfg = study.config("baseline", 0).model.to_dict()
+    ours, model = miniformer_contender("miniformer", base_cfg)
+    ref = reference_contender()
+    gemm_before = gemm_flops(args.threads)
+    med = alternate([ref, ours], args.rounds, args.steps)
+    gemm = (gemm_before + gemm_flops(args.threads)) / 2
+    torch.set_num_threads(args.threads)
+    fpt = flops_per_token(model)
+    print("| contender | median step (ms) | tokens/s | FLOPs/step (G) | MFU vs GEMM |")
+    print("|---|---|---|---|---|")
+    for name, c in (("reference", ref), ("miniformer", ours)):
+        s = med[c.name]
+        print(f"| {name} | {s * 1e3:.1f} | {B * T / s:,.0f} | {fpt * B * T / 1e9:.2f} | {fpt * B * T / s / gemm:.2f} |")
+    print(f"\nSpeed ratio miniformer / reference = **{med['reference'] / med['miniformer']:.3f}×** "
+          f"(median of {args.rounds} alternating rounds of {args.steps} steps). Same-process fp32 GEMM "
+          f"(1024³): {gemm / 1e9:.0f} GFLOP/s. FLOPs counted by `miniformer.flops` for both (same shapes).\n")
+
+    if args.variants:
+        print("| experiment | median step (ms) | tokens/s | × baseline |")
+        print("|---|---|---|---|")
+        base_s = None
+        for exp in study.experiments:
+            cfg = study.config(exp, 0)
+            c, _ = miniformer_contender(exp, cfg.model.to_dict(), cfg.train.objective)
+            s = alternate([c], max(1, args.rounds // 2), args.steps)[exp]
+            base_s = base_s or s
+            print(f"| {exp} | {s * 1e3:.1f} | {B * T / s:,.0f} | {base_s / s:.2f} |")
+        print()
+
+    print("| per-job overhead (median of 3) | seconds |")
+    print("|---|---|")
+    for k, v in job_overhead().items():
+        print(f"| {k} | {v:.2f} |")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,89 @@
+"""Faults users cause: a kill -9 mid-training under the DAG, interrupted writes, concurrent jobs' paths (slow part)."""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import signal
+import subprocess
+import time
+from pathlib import Path
+
+import pytest
+import torch
+
+from miniformer.io import atomic_write_text
+from tests.test_pipeline import BIN, project_copy, sh
+
+
+def test_interrupted_write_leaves_the_old_file_and_no_temp(tmp_path):
+    target = tmp_path / "metrics.json"
+    atomic_write_text(target, "old")
+
+    class Boom(Exception):
+        pass
+
+    from miniformer import io as mio
+
+    def exploding(f):
+        f.write(b"half a fi")
+        raise Boom
+
+    with pytest.raises(Boom):
+        mio._atomic(target, exploding)
+    assert target.read_text() == "old"
+    assert [p.name for p in tmp_path.iterdir()] == ["metrics.json"]
+
+
+def test_no_two_jobs_write_the_same_path():
+    from miniformer.params import Study
+
+    study = Study.load(Path(__file__).resolve().parents[1] / "params.yaml", "default")
+    runs = study.runs()
+    assert len(set(runs)) == len(runs)
+    dirs = {f"results/runs/{e}/seed{s}" for e, s in runs} | {f"results/eval/{e}/seed{s}" for e, s in runs}
+    assert len(dirs) == 2 * len(runs)
+
+
+@pytest.mark.slow
+def test_kill_minus_9_mid_training_then_the_dag_resumes_to_the_same_result(tmp_path):
+    study = project_copy(tmp_path / "study")
+    params = study / "params.yaml"
+    text = params.read_text()
+    # a longer smoke baseline so there is time to kill it between checkpoints
+    text = re.sub(r"(  smoke:.*?train: \{)steps: 20,", r"\1steps: 120,", text, count=1, flags=re.S)
+    params.write_text(text)
+    target = "results/runs/baseline/seed0/metrics.json"
+    env = {**os.environ, "PYTHONPATH": str(study / "src"), "PATH": f"{BIN}:{os.environ['PATH']}"}
+    dag = subprocess.Popen([str(BIN / "snakemake"), "--cores", "1", target], cwd=study, env=env,
+                           stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True)
+    ckpt = study / "results/runs/baseline/seed0/ckpt.pt"
+    deadline = time.time() + 300
+    killed_at = None
+    while time.time() < deadline and dag.poll() is None:
+        if ckpt.exists():
+            try:
+                step = torch.load(ckpt, weights_only=True)["step"]
+            except Exception:  # noqa: BLE001 - never half-written (atomic), but it may be replaced while we read
+                step = 0
+            if step >= 30:
+                killed_at = step
+                os.killpg(dag.pid, signal.SIGKILL)  # the DAG and its training job, no chance to clean up
+                break
+        time.sleep(0.2)
+    dag.wait()
+    assert killed_at is not None and killed_at < 120, "training finished before it could be killed"
+    assert not (study / target).exists()
+
+    sh(study, "snakemake", "--cores", "1", target)  # the re-run resumes from the checkpoint
+    log = (study / "results/logs/train/baseline/seed0.log").read_text()
+    logged = [int(n) for n in re.findall(r"step (\d+)/120", log)]
+    assert logged and min(logged) > killed_at, (killed_at, logged)  # it went on from the checkpoint
+    resumed = json.loads((study / target).read_text())
+
+    sh(study, "python", "-m", "miniformer", "train", "baseline", "--seed", "0", "--results", "straight",
+       "--no-resume")
+    straight = json.loads((study / "straight/runs/baseline/seed0/metrics.json").read_text())
+    assert resumed == straight
+    assert resumed["steps_done"] == 120

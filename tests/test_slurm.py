@@ -1,0 +1,50 @@
+"""The smoke study submitted to a real single-node Slurm through profiles/slurm (slow; needs Slurm + munge, root).
+
+.ci/run installs Debian's slurmctld, slurmd, slurm-client and munge. The node has no GPU, so the profile's GPU request
+for train jobs is overridden to 0 here; everything else is the project's profile as users run it.
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+from pathlib import Path
+
+import pytest
+
+from tests.slurm_cluster import SlurmCluster, missing_tools
+from tests.test_pipeline import BIN, project_copy
+
+pytestmark = pytest.mark.slow
+
+
+def test_smoke_study_on_a_real_slurm(tmp_path):
+    missing = missing_tools()
+    assert not missing, f"Slurm tools missing: {missing}; apt-get install slurmctld slurmd slurm-client munge"
+    assert os.geteuid() == 0, "the single-node Slurm test runs its daemons as root (as CI does)"
+    study = project_copy(tmp_path / "study")
+    cluster = SlurmCluster(tmp_path / "slurm")
+    cluster.start()
+    try:
+        env = {**cluster.env, "PYTHONPATH": str(study / "src"), "PATH": f"{BIN}:{os.environ['PATH']}"}
+        done = subprocess.run(
+            ["timeout", "-s", "KILL", "1200", str(BIN / "snakemake"), "--workflow-profile", "profiles/slurm",
+             "--set-resources", "train:gpu=0", "all"],
+            cwd=study, env=env, capture_output=True, text=True)
+        tail = (done.stdout + done.stderr)[-4000:]
+        assert done.returncode == 0, tail
+        ctld_log = (tmp_path / "slurm" / "log" / "slurmctld.log").read_text()
+    finally:
+        cluster.stop()
+    assert (study / "report" / "report.html").exists()
+    # every job except the local target rule ran as a Slurm job: one Slurm log per job, and slurmctld saw them finish
+    slurm_logs = list((study / ".snakemake" / "slurm_logs").rglob("*.log"))
+    from miniformer.params import Study
+
+    n_jobs = 1 + 2 * len(Study.load(study / "params.yaml").runs()) + 2  # prepare, train+evaluate per run, agg, report
+    assert len(slurm_logs) == n_jobs, (len(slurm_logs), n_jobs)
+    assert ctld_log.count("done") >= n_jobs or ctld_log.count("WEXITSTATUS 0") >= n_jobs, ctld_log[-2000:]
+    for pid_file in ("slurmctld.pid", "slurmd.pid"):
+        pid = (tmp_path / "slurm" / "run" / pid_file)
+        if pid.exists():
+            assert not Path(f"/proc/{pid.read_text().strip()}").exists(), f"{pid_file} still running"
