@@ -47,4 +47,11 @@ for _exp, _seed in RUNS:
                     json.dumps(STUDY.config(_exp, _seed).to_dict(), sort_keys=True, indent=1))
 
 
+# The default target lives here, not in an included file: Snakemake does not take an included rule as the default.
+rule all:
+    input:
+        "report/report.html",
+        "results/metrics.json",
+
+
 include: "workflow/rules/study.smk"

@@ -3,13 +3,6 @@ wildcard_constraints:
     seed="[0-9]+",
 
 
-rule all:
-    input:
-        "report/report.html",
-        "results/metrics.json",
-    default_target: True
-
-
 rule prepare:
     input:
         f"{SIGNATURES}/data.json",
