@@ -81,9 +81,24 @@ class SlurmCluster:
         self.etc_link.symlink_to(self.conf)
         log = open(self.run / "log" / "daemons.out", "ab")  # noqa: SIM115 - lives as long as the daemons
         munge_socket = self.run / "munge" / "munge.socket"
-        self._spawn(["munged", "-F", "--key-file", str(key), "--socket", str(munge_socket),
-                     "--pid-file", str(self.run / "run" / "munged.pid"), "--log-file", str(self.run / "log" / "munged.log"),
-                     "--seed-file", str(self.run / "munge" / "seed"), "--force"], log)
+        self._spawn(
+            [
+                "munged",
+                "-F",
+                "--key-file",
+                str(key),
+                "--socket",
+                str(munge_socket),
+                "--pid-file",
+                str(self.run / "run" / "munged.pid"),
+                "--log-file",
+                str(self.run / "log" / "munged.log"),
+                "--seed-file",
+                str(self.run / "munge" / "seed"),
+                "--force",
+            ],
+            log,
+        )
         self._wait(lambda: munge_socket.exists(), 10, "munged did not create its socket")
         self._spawn(["slurmctld", "-D", "-f", str(self.conf)], log)
         time.sleep(1)
