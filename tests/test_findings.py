@@ -81,3 +81,10 @@ def test_breakage_log_records_divergence_and_objective_caveat():
     assert rows["block_x"]["outcome"] == "diverged at step 12"
     assert "not comparable" in rows["obj_mlm"]["outcome"]
     assert rows["heads_8"]["outcome"] == "within noise of the baseline"
+
+
+def test_breakage_log_flags_runs_stuck_at_the_unigram_loss():
+    m = Metrics({"baseline": base(), "pos_x": seeds(3.24), "heads_8": seeds(2.3)})
+    rows = {r["experiment"]: r for r in breakages(m, {}, {}, unigram_loss=3.25)}
+    assert rows["pos_x"]["outcome"].startswith("stuck at the unigram loss (3.250)")
+    assert rows["heads_8"]["outcome"] == "worse than the baseline"

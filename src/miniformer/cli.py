@@ -100,7 +100,7 @@ def cmd_aggregate(args) -> None:
 def cmd_report(args) -> None:
     from miniformer.report import build_report
 
-    path = build_report(_study(args), Path(args.results), Path(args.out))
+    path = build_report(_study(args), Path(args.results), Path(args.out), Path(args.data))
     print(f"report written to {path}")
 
 

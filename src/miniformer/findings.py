@@ -326,8 +326,16 @@ def extrapolation_findings(m: Metrics, σ: float) -> list[Finding]:
     ]
 
 
-def breakages(m: Metrics, hypotheses: dict[str, str], groups: dict[str, str]) -> list[dict]:
-    """Every non-baseline experiment: its hypothesis, what happened in numbers, and a verdict against the baseline."""
+UNIGRAM_MARGIN = 0.02  # a causal model within this of the context-free unigram loss has learned nothing from context
+
+
+def breakages(m: Metrics, hypotheses: dict[str, str], groups: dict[str, str],
+              unigram_loss: float | None = None) -> list[dict]:
+    """Every non-baseline experiment: its hypothesis, what happened in numbers, and a verdict against the baseline.
+
+    ``unigram_loss`` (val loss of the train split's character frequencies, no context) flags runs that trained but
+    never got past predicting the marginal distribution: not a divergence, but as much a failure.
+    """
     σ = m.noise("val_loss")
     rows = []
     for exp in m.nested:
@@ -343,6 +351,8 @@ def breakages(m: Metrics, hypotheses: dict[str, str], groups: dict[str, str]) ->
             outcome = "no val loss"
         elif groups.get(exp) == "objective":
             outcome = "loss not comparable across objectives; see the shared probe"
+        elif unigram_loss is not None and v >= unigram_loss - UNIGRAM_MARGIN:
+            outcome = f"stuck at the unigram loss ({unigram_loss:.3f}): learned no use of context"
         elif abs(d) <= NOISE_SIGMAS * σ:
             outcome = "within noise of the baseline"
         else:

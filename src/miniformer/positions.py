@@ -65,14 +65,22 @@ def sinusoidal_table(T: int, n_embd: int, device: torch.device | None = None) ->
 
 
 class Sinusoidal(PositionMethod):
+    """The fixed table times one learned scalar, initialised to 1/√C.
+
+    The table's entries are O(1) while token embeddings start at std 0.02: added raw, positions drown the tokens and
+    the model sat at the unigram loss in our first default run. Vaswani et al. instead scale the embeddings by √C;
+    a learned scale on the table (as x-transformers' ScaledSinusoidalEmbedding) keeps GPT-style init for every method.
+    """
+
     past_block_size = "defined by formula for any index, but the network never saw those vectors (Press 2022: explodes)"
 
     def __init__(self, n_embd: int) -> None:
         super().__init__()
         self.n_embd = n_embd
+        self.scale = nn.Parameter(torch.tensor(n_embd**-0.5))
 
     def embed(self, T: int, device: torch.device) -> Tensor:
-        return sinusoidal_table(T, self.n_embd, device)
+        return self.scale * sinusoidal_table(T, self.n_embd, device)
 
 
 class Rotary(PositionMethod):

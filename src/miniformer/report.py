@@ -7,6 +7,7 @@ import platform
 import subprocess
 from pathlib import Path
 
+import numpy as np
 import pandas as pd
 import torch
 from jinja2 import Environment, PackageLoader, select_autoescape
@@ -67,7 +68,22 @@ def group_of(study: Study, group: str) -> list[str]:
     return [e for e, spec in study.experiments.items() if spec["group"] == group]
 
 
-def build_report(study: Study, results: Path, out: Path) -> Path:
+def unigram_loss(data_dir: Path) -> float | None:
+    """Cross-entropy of the val split under the train split's token frequencies (add-one): the no-context floor."""
+    from miniformer.prepare import TokenData
+
+    try:
+        data = TokenData(data_dir)
+    except Exception:  # noqa: BLE001 - the report still renders without this reference line
+        return None
+    V = data.vocab_size
+    counts = np.bincount(np.asarray(data.splits["train"]), minlength=V).astype(np.float64) + 1
+    logp = np.log(counts / counts.sum())
+    val = np.asarray(data.splits["val"])
+    return float(-logp[val].mean())
+
+
+def build_report(study: Study, results: Path, out: Path, data_dir: Path = Path("data/prepared")) -> Path:
     nested = read_json(results / "metrics.json")
     m = Metrics(nested)
     files = RunFiles(study, results)
@@ -170,12 +186,13 @@ def build_report(study: Study, results: Path, out: Path) -> Path:
 
     hypotheses = {e: spec.get("hypothesis", "") for e, spec in study.experiments.items()}
     groups = {e: spec["group"] for e, spec in study.experiments.items()}
+    unigram = unigram_loss(data_dir)
     env = Environment(loader=PackageLoader("miniformer", "templates"), autoescape=select_autoescape(["html", "j2"]))
     html = env.get_template("report.html.j2").render(
         profile=study.profile,
         figs=figs,
         claims=claims(m),
-        breakages=breakages(m, hypotheses, groups),
+        breakages=breakages(m, hypotheses, groups, unigram), unigram=unigram,
         noise=m.noise(),
         baseline_seeds=m.values("baseline", "val_loss"),
         multiples=multiples,
