@@ -76,6 +76,7 @@ def test_kill_minus_9_mid_training_then_the_dag_resumes_to_the_same_result(tmp_p
     assert killed_at is not None and killed_at < 120, "training finished before it could be killed"
     assert not (study / target).exists()
 
+    sh(study, "snakemake", "--unlock", target)  # a killed Snakemake leaves its lock; it tells the user to unlock
     sh(study, "snakemake", "--cores", "1", target)  # the re-run resumes from the checkpoint
     log = (study / "results/logs/train/baseline/seed0.log").read_text()
     logged = [int(n) for n in re.findall(r"step (\d+)/120", log)]

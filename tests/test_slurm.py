@@ -28,8 +28,8 @@ def test_smoke_study_on_a_real_slurm(tmp_path):
     try:
         env = {**cluster.env, "PYTHONPATH": str(study / "src"), "PATH": f"{BIN}:{os.environ['PATH']}"}
         done = subprocess.run(
-            ["timeout", "-s", "KILL", "1200", str(BIN / "snakemake"), "--workflow-profile", "profiles/slurm",
-             "--set-resources", "train:gpu=0", "all"],
+            ["timeout", "-s", "KILL", "1200", str(BIN / "snakemake"), "all", "--workflow-profile", "profiles/slurm",
+             "--set-resources", "train:gpu=0"],
             cwd=study, env=env, capture_output=True, text=True)
         tail = (done.stdout + done.stderr)[-4000:]
         assert done.returncode == 0, tail
