@@ -88,3 +88,20 @@ def test_breakage_log_flags_runs_stuck_at_the_unigram_loss():
     rows = {r["experiment"]: r for r in breakages(m, {}, {}, unigram_loss=3.25)}
     assert rows["pos_x"]["outcome"].startswith("stuck at the unigram loss (3.250)")
     assert rows["heads_8"]["outcome"] == "worse than the baseline"
+
+
+def test_post_norm_warmup_claim_needs_both_comparisons():
+    claim = "Post-norm needs warm-up; pre-norm trains without"
+    m = {"baseline": base(), "block_post_norm_no_warmup": seeds(3.2), "block_pre_norm_no_warmup": seeds(2.3),
+         "block_post_norm": seeds(2.2)}
+    assert by_claim(m)[claim] == "reproduced"
+    m["block_post_norm"] = seeds(3.2)  # post-norm fails with warm-up too: warm-up is not what it lacks
+    assert by_claim(m)[claim] == "within noise"
+    m["block_post_norm"] = seeds(3.5)
+    assert by_claim(m)[claim] == "not reproduced"
+
+
+def test_breakage_log_explains_a_leak():
+    m = Metrics({"baseline": base(), "attn_no_mask": seeds(0.03, val_loss_with_causal_mask=4.7)})
+    (row,) = breakages(m, {}, {})
+    assert row["outcome"].startswith("leaked: 0.030 reading the future, 4.700 once the causal mask is restored")

@@ -167,12 +167,17 @@ def claims(m: Metrics) -> list[Finding]:
         )
     )
 
-    post, pre = "block_post_norm_no_warmup", "block_pre_norm_no_warmup"
-    if m.has(post) and m.has(pre):
-        d = _diff(val(post), val(pre))
-        diverged = m.any_true(post, "diverged")
-        verdict = "reproduced" if diverged and not m.any_true(pre, "diverged") else directional(d, σ)
-        text = f"post − pre val loss without warm-up = {_fmt(d)}; post diverged: {diverged}; {floor}"
+    post_nw, pre_nw, post_w = "block_post_norm_no_warmup", "block_pre_norm_no_warmup", "block_post_norm"
+    if all(m.has(e) for e in (post_nw, pre_nw, post_w)):
+        # "needs warm-up" takes both: without warm-up post-norm is worse than pre-norm, AND worse than itself with it
+        vs_pre, vs_warm = _diff(val(post_nw), val(pre_nw)), _diff(val(post_nw), val(post_w))
+        diverged = m.any_true(post_nw, "diverged")
+        parts = {directional(vs_pre, σ), "reproduced" if diverged and not m.any_true(post_w, "diverged")
+                 else directional(vs_warm, σ)}
+        verdict = "reproduced" if parts == {"reproduced"} else (
+            "not reproduced" if "not reproduced" in parts else "within noise")
+        text = (f"without warm-up: post − pre = {_fmt(vs_pre)}; post-norm without − with warm-up = {_fmt(vs_warm)}; "
+                f"post diverged: {diverged}; {floor}")
     else:
         verdict, text = "not run", "runs missing"
     out.append(Finding("Post-norm needs warm-up; pre-norm trains without", "Xiong 2020", text, verdict))
@@ -351,6 +356,10 @@ def breakages(m: Metrics, hypotheses: dict[str, str], groups: dict[str, str],
             outcome = "no val loss"
         elif groups.get(exp) == "objective":
             outcome = "loss not comparable across objectives; see the shared probe"
+        elif m.mean(exp, "val_loss_with_causal_mask") is not None:
+            restored = m.mean(exp, "val_loss_with_causal_mask")
+            outcome = (f"leaked: {v:.3f} reading the future, {restored:.3f} once the causal mask is restored "
+                       f"(baseline {base:.3f})")
         elif unigram_loss is not None and v >= unigram_loss - UNIGRAM_MARGIN:
             outcome = f"stuck at the unigram loss ({unigram_loss:.3f}): learned no use of context"
         elif abs(d) <= NOISE_SIGMAS * σ:
