@@ -241,6 +241,9 @@ def main(argv: list[str] | None = None) -> int:
         return 2
     except KeyboardInterrupt:
         return 130
+    except BrokenPipeError:  # `miniformer score … | head`: the reader left, nothing is wrong
+        sys.stderr.close()
+        return 0
     return 0
 
 

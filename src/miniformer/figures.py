@@ -45,6 +45,7 @@ def attention_heatmap(weights, tokens: list[str], title: str, ax=None):
     ax.set_ylabel("current position (query)")
     ax.set_title(title, fontsize=9)
     ax.tick_params(labelsize=6)
+    ax.tick_params(axis="y", labelrotation=0)
     return fig or ax.figure
 
 
