@@ -41,9 +41,8 @@ def cmd_prepare(args) -> None:
 
     study = _study(args)
     _writable(args.out)
-    longest = max(
-        max(study.config(e, s).eval.length_multiples) * study.config(e, s).model.block_size + 1 for e, s in study.runs()
-    )
+    configs = [study.config(e, s) for e, s in study.runs()]
+    longest = max(max(c.eval.length_multiples) * c.model.block_size + 1 for c in configs)
     meta = prepare(study.data_config(), Path(args.out), min_tokens=longest)
     print(f"prepared {meta['corpus']}: {meta['tokens']} tokens, vocab {meta['vocab_size']} ({meta['tokenizer']})")
 

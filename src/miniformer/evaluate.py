@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import json
-import math
 import random
 from pathlib import Path
 
@@ -191,11 +190,11 @@ class Evaluator:
         return float(F.cross_entropy(logits[:, cut:].flatten(0, 1), y[:, cut:].flatten()))
 
     def _masked_loss(self, tokens: Tensor, perm: Tensor | None) -> float:
+        if perm is not None and self.objective == "span":
+            return float("nan")  # not defined: shuffling would move sentinels between input and targets (-> null)
         b = make_batch(self.objective, tokens, self.specials, torch.Generator().manual_seed(0))
         x, y, mask = b.x, b.y, b.mask
         if perm is not None:
-            if self.objective == "span":  # shuffle only the corrupted input part, before the targets start
-                return float("nan")
             x, y = x[:, perm], y[:, perm]
         logits = self.model(x.to(self.device), attn_mask=None if mask is None else mask.to(self.device))["logits"]
         return float(F.cross_entropy(logits.flatten(0, 1), y.to(self.device).flatten(), ignore_index=IGNORE))
@@ -354,7 +353,4 @@ def text_stats(text: str) -> dict:
 
 
 def evaluate(run: RunConfig, run_dir: Path, out_dir: Path, data_dir: Path) -> dict:
-    result = Evaluator(run, run_dir, out_dir, data_dir).run_all()
-    if not math.isfinite(result["val_loss"]):
-        result["val_loss"] = None
-    return result
+    return Evaluator(run, run_dir, out_dir, data_dir).run_all()

@@ -11,6 +11,11 @@ from dataclasses import dataclass
 VERDICTS = ("reproduced", "not reproduced", "within noise", "not run")
 NOISE_SIGMAS = 2.0  # a difference counts once it exceeds 2 baseline standard deviations
 
+# Which experiment of params.yaml plays which role in the claims (and in the report's figures).
+HEAD_RUNS = {1: "attn_single_head", 2: "heads_2", 4: "baseline", 8: "heads_8", 16: "heads_16", 32: "heads_32"}
+POSITION_RUNS = {"rope (baseline)": "baseline", "learned": "pos_learned", "sinusoidal": "pos_sinusoidal",
+                 "alibi": "pos_alibi", "t5": "pos_t5", "none": "pos_none"}
+
 
 @dataclass
 class Finding:
@@ -78,8 +83,7 @@ def claims(m: Metrics) -> list[Finding]:
     val = lambda e: m.mean(e, "val_loss")  # noqa: E731
     out: list[Finding] = []
 
-    heads = {1: "attn_single_head", 2: "heads_2", 4: "baseline", 8: "heads_8", 16: "heads_16", 32: "heads_32"}
-    loss_by_h = {h: val(e) for h, e in heads.items()}
+    loss_by_h = {h: val(e) for h, e in HEAD_RUNS.items()}
     if all(v is not None for v in loss_by_h.values()):
         best = min(loss_by_h.values())
         left, right = loss_by_h[1] - best, loss_by_h[32] - best
@@ -289,7 +293,8 @@ def claims(m: Metrics) -> list[Finding]:
 
 def extrapolation_findings(m: Metrics, σ: float) -> list[Finding]:
     """Press 2022: past the training length sinusoidal explodes, RoPE degrades, ALiBi stays flat."""
-    methods = {"sinusoidal": "pos_sinusoidal", "rope": "baseline", "alibi": "pos_alibi", "t5": "pos_t5"}
+    # methods defined past block_size (learned is not; none has no claim here)
+    methods = {k.split()[0]: v for k, v in POSITION_RUNS.items() if k not in ("learned", "none")}
     multiples = sorted(
         {
             int(k.split("_")[2][:-1])

@@ -16,7 +16,7 @@ from miniformer.attention import make_causal_mask
 from miniformer.errors import UserError
 from miniformer.evaluate import load_run_model
 from miniformer.model import MiniFormer
-from miniformer.objectives import Specials
+from miniformer.objectives import Specials, prefix_mask
 from miniformer.tokenizer import tokenizer_from_json
 
 
@@ -131,8 +131,6 @@ def score(run: LoadedRun, sentence: str) -> dict:
                 full = torch.ones(len(ids), len(ids), dtype=torch.bool)
                 logits = run.model(x, attn_mask=full)["logits"][0, i, :V]
             else:
-                from miniformer.objectives import prefix_mask
-
                 s0 = run.specials.sentinel(0)
                 inputs = ids[:i] + [s0] + ids[i + 1 :]
                 x = torch.tensor([inputs + [s0]])

@@ -14,18 +14,9 @@ from jinja2 import Environment, PackageLoader, select_autoescape
 
 from miniformer import figures
 from miniformer.aggregate import read_json
-from miniformer.findings import Metrics, breakages, claims
+from miniformer.findings import HEAD_RUNS, POSITION_RUNS, Metrics, breakages, claims
 from miniformer.io import atomic_write_text
 from miniformer.params import Study
-
-POSITION_RUNS = {
-    "rope (baseline)": "baseline",
-    "learned": "pos_learned",
-    "sinusoidal": "pos_sinusoidal",
-    "alibi": "pos_alibi",
-    "t5": "pos_t5",
-    "none": "pos_none",
-}
 
 
 class RunFiles:
@@ -143,8 +134,7 @@ def build_report(study: Study, results: Path, out: Path, data_dir: Path = Path("
     figs["heads_grid"] = figures.to_base64_png(
         figures.head_grid(baseline_att["weights"][0], baseline_att["tokens"], "baseline, layer 0: every head")
     )
-    head_runs = {1: "attn_single_head", 2: "heads_2", 4: "baseline", 8: "heads_8", 16: "heads_16", 32: "heads_32"}
-    head_runs = {h: e for h, e in head_runs.items() if e in nested}
+    head_runs = {h: e for h, e in HEAD_RUNS.items() if e in nested}
     means = [m.mean(e, "val_loss") for e in head_runs.values()]
     if all(x is not None for x in means) and head_runs:
         stds = [m.noise("val_loss") if e == "baseline" else 0.0 for e in head_runs.values()]

@@ -14,6 +14,7 @@ import resource
 import shutil
 import sys
 import time
+from io import StringIO
 from pathlib import Path
 
 import numpy as np
@@ -94,7 +95,6 @@ class Trainer:
         self.first_loss: float | None = None
         self.divergence: dict | None = None
         self.rows: list[dict] = []
-        self.entropy_rows: list[list[float]] = []
         self.samples: list[dict] = []
         self.train_seconds = 0.0
         self.autocast = self.device.type == "cuda" and self.t.bf16
@@ -115,10 +115,9 @@ class Trainer:
             "torch_rng": torch.get_rng_state(),
             "fingerprint": self.run.fingerprint(),
             "config": json.dumps(self.run.to_dict()),
-            "model_config": json.dumps({**self.model.cfg.to_dict()}),
+            "model_config": json.dumps(self.model.cfg.to_dict()),
             "tokenizer_hash": self.data.meta["tokenizer_hash"],
             "rows": json.dumps(self.rows),
-            "entropy_rows": json.dumps(self.entropy_rows),
             "samples": json.dumps(self.samples),
             "divergence": json.dumps(self.divergence),
         }
@@ -157,7 +156,7 @@ class Trainer:
         self.step, self.first_loss = s["step"], s["first_loss"]
         self.batch_gen.set_state(s["batch_gen"])
         torch.set_rng_state(s["torch_rng"])
-        self.rows, self.entropy_rows = json.loads(s["rows"]), json.loads(s["entropy_rows"])
+        self.rows = json.loads(s["rows"])
         self.samples, self.divergence = json.loads(s["samples"]), json.loads(s["divergence"])
         return True
 
@@ -260,7 +259,7 @@ class Trainer:
         resumed = self.resume(resume)
         if not resumed:
             self.save()  # step 0: a valid checkpoint exists from the start (divergence falls back to the last good one)
-        live = DvcLiveMirror(self.out / "dvclive", self.rows, self.entropy_rows)
+        live = DvcLiveMirror(self.out / "dvclive", self.rows)
         bar = make_bar(self.t.steps, self.step, progress, f"{self.run.experiment}/seed{self.run.seed}")
         self.model.train()
         tokens_per_step = self.t.batch_size * self.run.model.block_size
@@ -291,7 +290,6 @@ class Trainer:
                 }
                 row.update({f"entropy_l{i}": e for i, e in enumerate(entropy)})
                 self.rows.append(row)
-                self.entropy_rows.append(entropy)
                 live.log(row)
                 bar.set_postfix_str(f"train {loss:.3f} val {val:.3f}")
                 if not progress:
@@ -321,7 +319,6 @@ class Trainer:
         s = torch.load(self.ckpt_path, map_location="cpu", weights_only=True)
         s["divergence"] = json.dumps(self.divergence)
         s["rows"], s["samples"] = json.dumps(self.rows), json.dumps(self.samples)
-        s["entropy_rows"] = json.dumps(self.entropy_rows)
         atomic_torch_save(s, self.ckpt_path)
 
     def finish(self) -> dict:
@@ -342,14 +339,13 @@ class Trainer:
             "loss_spikes": count_spikes([r["train_loss"] for r in self.rows]),
         }
         write_json(self.out / "metrics.json", metrics)
-        trained_tokens = self.t.batch_size * self.run.model.block_size * len(self.rows) * self.t.log_every
         perf = {
             "train_seconds_this_process": self.train_seconds,
             "tokens_per_s_median": float(np.median([r["tokens_per_s"] for r in self.rows])) if self.rows else None,
             "peak_mem_mb": peak_memory_mb(self.device),
             "device": str(self.device),
             "threads": self.t.threads,
-            "approx_tokens": trained_tokens,
+            "tokens_trained": metrics["steps_done"] * self.t.batch_size * self.run.model.block_size,
         }
         write_json(self.out / "perf.json", perf)
         return metrics
@@ -369,8 +365,6 @@ def count_spikes(losses: list[float], factor: float = 1.5) -> int:
 
 def write_log_tsv(path: Path, rows: list[dict]) -> None:
     fields = LOG_FIELDS + sorted({k for r in rows for k in r if k.startswith("entropy_")})
-    from io import StringIO
-
     buf = StringIO()
     w = csv.DictWriter(buf, fieldnames=fields, delimiter="\t", lineterminator="\n")
     w.writeheader()
@@ -383,7 +377,7 @@ class DvcLiveMirror:
     """The step log mirrored into DVCLive. Rebuilt from the checkpoint's rows on resume, so a killed-and-resumed run
     has exactly one entry per logged step (DVCLive's own resume would keep rows logged after the last checkpoint)."""
 
-    def __init__(self, folder: Path, rows: list[dict], entropy_rows: list) -> None:
+    def __init__(self, folder: Path, rows: list[dict]) -> None:
         self.live = None
         try:
             from dvclive import Live
