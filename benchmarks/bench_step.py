@@ -21,9 +21,10 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from reference_gpt import RefGPT  # noqa: E402
 
 from miniformer.flops import flops_per_token  # noqa: E402
-from miniformer.model import MiniFormer, ModelConfig  # noqa: E402
-from miniformer.objectives import Specials, make_batch, window_length  # noqa: E402
-from miniformer.params import Study  # noqa: E402
+from miniformer.model import MiniFormer  # noqa: E402
+from miniformer.objectives import make_batch, window_length  # noqa: E402
+from miniformer.params import RunConfig, Study  # noqa: E402
+from miniformer.train import build_model, make_optimizer  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[1]
 VOCAB = 81  # the default corpus' characters
@@ -42,11 +43,10 @@ def gemm_flops(threads: int, n: int = 1024, reps: int = 20) -> float:
 
 
 class Contender:
-    """A model + AdamW + one fixed batch; ``step_time(n)`` = mean seconds of n full training steps."""
+    """A model + its optimizer + one fixed batch; ``step_time(n)`` = mean seconds of n full training steps."""
 
-    def __init__(self, name: str, model: torch.nn.Module, loss_fn) -> None:
-        self.name, self.model, self.loss_fn = name, model, loss_fn
-        self.opt = torch.optim.AdamW(model.parameters(), lr=1e-3)
+    def __init__(self, name: str, model: torch.nn.Module, loss_fn, opt: torch.optim.Optimizer) -> None:
+        self.name, self.model, self.loss_fn, self.opt = name, model, loss_fn, opt
 
     def step_time(self, n: int) -> float:
         t = time.perf_counter()
@@ -58,23 +58,25 @@ class Contender:
         return (time.perf_counter() - t) / n
 
 
-def miniformer_contender(name: str, model_cfg: dict, objective: str = "causal") -> tuple[Contender, MiniFormer]:
-    specials = Specials(VOCAB)
-    cfg = ModelConfig.from_dict({**model_cfg, "vocab_size": specials.model_vocab})
+def miniformer_contender(name: str, run: RunConfig) -> tuple[Contender, MiniFormer]:
+    """The model and the optimizer exactly as the trainer builds them for ``run``."""
     torch.manual_seed(0)
-    model = MiniFormer(cfg)
+    model, specials = build_model(run, VOCAB)
+    objective = run.train.objective
     g = torch.Generator().manual_seed(0)
-    tokens = torch.randint(0, VOCAB, (B, window_length(objective, cfg.block_size)), generator=g)
+    tokens = torch.randint(0, VOCAB, (B, window_length(objective, model.cfg.block_size)), generator=g)
     batch = make_batch(objective, tokens, specials, g)
-    return Contender(name, model, lambda: model(batch.x, batch.y, attn_mask=batch.mask)["loss"]), model
+    opt = make_optimizer(model, run, torch.device("cpu"))
+    return Contender(name, model, lambda: model(batch.x, batch.y, attn_mask=batch.mask)["loss"], opt), model
 
 
 def reference_contender() -> Contender:
+    """The bar, with PyTorch's default AdamW as the single-file GPTs use it."""
     torch.manual_seed(0)
     model = RefGPT(VOCAB, T, 4, 4, 128)
     tokens = torch.randint(0, VOCAB, (B, T + 1))
     x, y = tokens[:, :-1].contiguous(), tokens[:, 1:].contiguous()
-    return Contender("reference", model, lambda: model(x, y))
+    return Contender("reference", model, lambda: model(x, y), torch.optim.AdamW(model.parameters(), lr=1e-3))
 
 
 def alternate(contenders: list[Contender], rounds: int, steps: int) -> dict[str, float]:
@@ -119,8 +121,7 @@ def main() -> None:
           f"torch {torch.__version__}, {args.threads} threads, fp32, B={B} T={T}\n")
 
     study = Study.load(ROOT / "params.yaml", "default")
-    base_cfg = study.config("baseline", 0).model.to_dict()
-    ours, model = miniformer_contender("miniformer", base_cfg)
+    ours, model = miniformer_contender("miniformer", study.config("baseline", 0))
     ref = reference_contender()
     gemm_before = gemm_flops(args.threads)
     med = alternate([ref, ours], args.rounds, args.steps)
@@ -142,7 +143,7 @@ def main() -> None:
         base_s = None
         for exp in study.experiments:
             cfg = study.config(exp, 0)
-            c, _ = miniformer_contender(exp, cfg.model.to_dict(), cfg.train.objective)
+            c, _ = miniformer_contender(exp, cfg)
             s = alternate([c], max(1, args.rounds // 2), args.steps)[exp]
             base_s = base_s or s
             print(f"| {exp} | {s * 1e3:.1f} | {B * T / s:,.0f} | {base_s / s:.2f} |")

@@ -89,7 +89,8 @@ def self_attention(
 # The module the model uses
 # ---------------------------------------------------------------------------------------------------------------------
 
-RotaryFn = Callable[[Tensor, Tensor], tuple[Tensor, Tensor]]
+# (fused qkv (B,T,3C), roles, n_head) -> q, k, v as (B,T,H,D), q and k rotated; see positions.SplitRotate.
+RotaryFn = Callable[[Tensor, tuple[int, int, int], int], tuple[Tensor, Tensor, Tensor]]
 _ROLE_INDEX = {"q": 0, "k": 1, "v": 2}
 
 
@@ -145,11 +146,12 @@ class SelfAttention(nn.Module):
         ``is_causal_hint`` says the mask is exactly the causal one, letting SDPA use its cheaper built-in causal path.
         Returns (output, weights or None).
         """
-        parts = self.qkv(x).split(self.n_embd, dim=2)
-        Q, K, V = (parts[i] for i in self.role)
-        q, k, v = split_heads_qkv(Q, K, V, self.n_head)
-        if rotary is not None:
-            q, k = rotary(q, k)
+        qkv = self.qkv(x)
+        if rotary is None:
+            parts = qkv.split(self.n_embd, dim=2)
+            q, k, v = split_heads_qkv(*(parts[i] for i in self.role), self.n_head)
+        else:  # RoPE splits and rotates in one fused step (see positions.SplitRotate)
+            q, k, v = (t.transpose(1, 2) for t in rotary(qkv, self.role, self.n_head))
         if return_weights:
             y, w = self._explicit(q, k, v, mask, score_bias)
         else:

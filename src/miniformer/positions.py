@@ -25,7 +25,7 @@ class PositionMethod(nn.Module):
         return None
 
     def rotary(self, T: int, device: torch.device):  # -> RotaryFn | None
-        """A function rotating (q, k) of shape (B,H,T,D), or None."""
+        """A function (qkv, roles, n_head) -> q, k, v of shape (B,T,H,D) with q and k rotated, or None."""
         return None
 
     def score_bias(self, T: int, device: torch.device) -> Tensor | None:
@@ -84,7 +84,11 @@ class Sinusoidal(PositionMethod):
 
 
 class Rotary(PositionMethod):
-    """RoPE (Su et al. 2021): rotate channel pairs of q and k by angle p·θ_i, so q·k depends on the offset only."""
+    """RoPE (Su et al. 2021): rotate channel pairs of q and k by angle p·θ_i, so q·k depends on the offset only.
+
+    Pairs are adjacent channels (2i, 2i+1), as in the RoFormer paper, so one pair is one complex number and the
+    rotation is one complex multiply by e^{i p θ_i} (θ_i = base^(-2i/D)).
+    """
 
     past_block_size = "defined for any index; unseen rotation angles degrade quality gradually (Press 2022)"
 
@@ -96,27 +100,80 @@ class Rotary(PositionMethod):
         self.register_buffer(
             "inv_freq", base ** (-torch.arange(0, head_dim, 2, dtype=torch.float32) / head_dim), persistent=False
         )
-        self._cache: tuple[int, torch.device, Tensor, Tensor] | None = None
+        self._cache: tuple[int, torch.device, Tensor] | None = None
 
-    def cos_sin(self, T: int, device: torch.device) -> tuple[Tensor, Tensor]:
+    def rotations(self, T: int, device: torch.device) -> Tensor:
+        """(T, D/2) complex64 unit numbers e^{i p θ_i}, cached for the longest T seen."""
         if self._cache is None or self._cache[0] < T or self._cache[1] != device:
             angles = torch.outer(torch.arange(T, device=device, dtype=torch.float32), self.inv_freq.to(device))
-            self._cache = (T, device, angles.cos(), angles.sin())
-        return self._cache[2][:T], self._cache[3][:T]
+            self._cache = (T, device, torch.polar(torch.ones_like(angles), angles))
+        return self._cache[2][:T]
 
     def rotary(self, T: int, device: torch.device):
-        cos, sin = self.cos_sin(T, device)
+        rot = self.rotations(T, device)
 
-        def rotate(q: Tensor, k: Tensor) -> tuple[Tensor, Tensor]:
-            return apply_rotary(q, cos, sin), apply_rotary(k, cos, sin)
+        def split_rotate(qkv: Tensor, roles: tuple[int, int, int], n_head: int) -> tuple[Tensor, Tensor, Tensor]:
+            # (T, H, D/2), materialised rather than broadcast over heads: the multiply then runs over H·D/2
+            # contiguous numbers per token instead of D/2, which measured ~2x faster.
+            return SplitRotate.apply(qkv, rot[:, None, :].expand(-1, n_head, -1).contiguous(), roles, n_head)
 
-        return rotate
+        return split_rotate
 
 
-def apply_rotary(x: Tensor, cos: Tensor, sin: Tensor) -> Tensor:
-    """Rotate the (first half, second half) channel pairs of x (..., T, D) by the angles whose cos/sin are (T, D/2)."""
-    x1, x2 = x.chunk(2, dim=-1)
-    return torch.cat((x1 * cos - x2 * sin, x1 * sin + x2 * cos), dim=-1).type_as(x)
+def complex_pairs(x: Tensor) -> Tensor:
+    """View channel pairs (2i, 2i+1) of a float tensor as complex numbers; copies only if the layout forbids a view."""
+    if x.stride(-1) != 1 or x.storage_offset() % 2 or any(s % 2 for s in x.stride()[:-1]):
+        x = x.contiguous()
+    return torch.view_as_complex(x.unflatten(-1, (-1, 2)))
+
+
+_COMPLEX_VIEWABLE = (torch.float32, torch.float64)
+
+
+def _full_precision(x: Tensor) -> Tensor:
+    """Half-precision tensors (bf16 autocast) have no complex view: rotate them in fp32."""
+    return x if x.dtype in _COMPLEX_VIEWABLE else x.float()
+
+
+def apply_rotary(x: Tensor, rot: Tensor) -> Tensor:
+    """Reference RoPE: rotate the channel pairs of x (..., T, D) by the complex units rot (T, D/2)."""
+    return torch.view_as_real(complex_pairs(_full_precision(x)) * rot).flatten(-2).type_as(x)
+
+
+class SplitRotate(torch.autograd.Function):
+    """Split a fused (B, T, 3C) qkv projection into heads and rotate q and k: one pass over q and k each way.
+
+    Written out by hand because autograd's version of "slice, rotate, transpose" costs three extra passes over q and
+    k per layer (it re-concatenates the gradients, then rotates them); here the backward writes the rotated-back
+    gradients straight into the qkv gradient. Returns q, k (new tensors) and v (a view of qkv), each (B, T, H, D).
+    ``roles`` says which third of qkv plays query, key and value (the study's QKV-permutation switch).
+    """
+
+    @staticmethod
+    def forward(ctx, qkv: Tensor, rot: Tensor, roles: tuple[int, int, int], n_head: int):  # type: ignore[override]
+        B, T, C3 = qkv.shape
+        parts = qkv.view(B, T, 3, n_head, C3 // (3 * n_head))
+        q_slot, k_slot, v_slot = roles
+        q, k = (torch.view_as_real(complex_pairs(_full_precision(parts[:, :, i])) * rot).flatten(-2).to(qkv.dtype)
+                for i in (q_slot, k_slot))
+        ctx.save_for_backward(rot)
+        ctx.roles, ctx.shape = roles, parts.shape
+        return q, k, parts[:, :, v_slot]
+
+    @staticmethod
+    def backward(ctx, grad_q: Tensor, grad_k: Tensor, grad_v: Tensor):  # type: ignore[override]
+        (rot,) = ctx.saved_tensors
+        q_slot, k_slot, v_slot = ctx.roles
+        grad = grad_q.new_empty(ctx.shape)
+        # A rotation's transpose is the rotation by the opposite angle: multiply by the conjugate.
+        for slot, g in ((q_slot, grad_q), (k_slot, grad_k)):
+            if grad.dtype in _COMPLEX_VIEWABLE:
+                torch.mul(complex_pairs(g), rot.conj(), out=complex_pairs(grad[:, :, slot]))
+            else:  # bf16/fp16 under autocast: rotate in fp32, then store
+                grad[:, :, slot] = torch.view_as_real(complex_pairs(g.float()) * rot.conj()).flatten(-2)
+        grad[:, :, v_slot] = grad_v
+        B, T = ctx.shape[:2]
+        return grad.view(B, T, -1), None, None, None
 
 
 def alibi_slopes(n_head: int) -> Tensor:
