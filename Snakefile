@@ -8,6 +8,7 @@ import shlex
 import sys
 from pathlib import Path
 
+from miniformer.codehash import EVALUATION_CODE, TRAINING_CODE, code_hash
 from miniformer.params import Study
 
 configfile: "params.yaml"
@@ -40,11 +41,16 @@ def write_signature(path, content):
     os.replace(tmp, path)
 
 
+# A run's signature is its config plus the hash of the training code (model, positions, objectives, trainer): editing
+# that code re-runs every training job, as DVC's deps do. Evaluation code has its own signature, read by `evaluate`.
 SIGNATURES = "results/signatures"
 write_signature(f"{SIGNATURES}/data.json", json.dumps(STUDY.section("data"), sort_keys=True, indent=1))
+_TRAINING_CODE = code_hash(TRAINING_CODE)
 for _exp, _seed in RUNS:
     write_signature(f"{SIGNATURES}/{_exp}/seed{_seed}.json",
-                    json.dumps(STUDY.config(_exp, _seed).to_dict(), sort_keys=True, indent=1))
+                    json.dumps({**STUDY.config(_exp, _seed).to_dict(), "training_code": _TRAINING_CODE},
+                               sort_keys=True, indent=1))
+write_signature(f"{SIGNATURES}/evaluation-code.json", json.dumps({"evaluation_code": code_hash(EVALUATION_CODE)}))
 
 
 # The default target lives here, not in an included file: Snakemake does not take an included rule as the default.

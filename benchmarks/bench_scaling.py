@@ -54,7 +54,7 @@ def main() -> None:
 
         torch.set_num_threads(1)
         cfg = study.config(exp, 0)
-        c, _ = miniformer_contender(exp, cfg.model.to_dict(), cfg.train.objective)
+        c, _ = miniformer_contender(exp, cfg)
         step_s[exp] = alternate([c], 1, args.steps)[exp]
     steps = study.config("baseline", 0).train.steps
     one_x = sum(step_s[e] * steps for e, _ in study.runs())

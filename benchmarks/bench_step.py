@@ -105,6 +105,9 @@ def job_overhead() -> dict[str, float]:
         "miniformer --help": timed([sys.executable, "-m", "miniformer", "--help"]),
         "import train stack (torch, dvclive, tokenizers)": timed(
             [sys.executable, "-c", "import miniformer.train, dvclive, tokenizers"]),
+        # torch.optim wraps its methods in torch._disable_dynamo, whose first call imports torch._dynamo
+        "import torch + first optimizer (imports torch._dynamo)": timed(
+            [sys.executable, "-c", "import torch; torch.optim.AdamW([torch.nn.Parameter(torch.zeros(1))])"]),
     }
 
 

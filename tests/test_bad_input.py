@@ -11,6 +11,8 @@ from miniformer.cli import main
 from miniformer.params import Study
 from tests.conftest import tiny_params
 
+ROOT = Path(__file__).resolve().parents[1]
+
 REPO_PARAMS = Path(__file__).resolve().parents[1] / "params.yaml"
 
 
@@ -116,6 +118,27 @@ def test_checkpoint_from_another_config_on_resume(trained, capsys):
     # without --resume the old checkpoint is set aside (not deleted) and training starts fresh
     assert run_cli(tmp_path, params, "train", "baseline", "--seed", "0") == 0
     assert (tmp_path / "results" / "runs" / "baseline" / "seed0" / "ckpt.stale.pt").exists()
+
+
+def test_checkpoint_from_other_training_code_is_not_resumed(trained, capsys, monkeypatch):
+    """Same params, edited model/training code (say, another RoPE convention): the old weights must not be reused."""
+    tmp_path, params = trained
+    import miniformer.params
+
+    monkeypatch.setattr(miniformer.params, "code_hash", lambda files: "edited-code")
+    assert run_cli(tmp_path, params, "train", "baseline", "--seed", "0", "--resume") == 2
+    assert "different config or training code" in capsys.readouterr().err
+    assert run_cli(tmp_path, params, "train", "baseline", "--seed", "0") == 0
+    assert (tmp_path / "results" / "runs" / "baseline" / "seed0" / "ckpt.stale.pt").exists()
+
+
+def test_code_hash_covers_what_dvc_declares():
+    """The files whose hash invalidates checkpoints and Snakemake jobs are the code deps dvc.yaml declares."""
+    from miniformer.codehash import EVALUATION_CODE, TRAINING_CODE
+
+    stage = yaml.safe_load((ROOT / "dvc.yaml").read_text())["stages"]["run"]["do"]
+    declared = {Path(d).name for d in stage["deps"] if d.startswith("src/")}
+    assert declared == set(TRAINING_CODE) | set(EVALUATION_CODE)
 
 
 def test_unwritable_results_folder(tmp_path, corpus, capsys):

@@ -8,6 +8,7 @@ import pytest
 import torch
 
 from miniformer.attention import (
+    KVCache,
     SelfAttention,
     apply_causal_mask,
     attn_scaled,
@@ -233,6 +234,28 @@ def test_generate_runs_past_block_size(pos):
     model = model_of(pos=pos)
     out = model.generate(torch.zeros(1, 4, dtype=torch.long), max_new_tokens=40, top_k=5)
     assert out.shape == (1, 44)
+
+
+@pytest.mark.parametrize("pos", POSITIONS)
+def test_kv_cache_gives_the_logits_of_a_full_recompute(pos):
+    """Prompt, then one token at a time, then a chunk of three: each step's logits equal the full forward's."""
+    model = model_of(pos=pos)
+    idx = torch.randint(0, 20, (2, 14), generator=torch.Generator().manual_seed(3))
+    full = model(idx)["logits"]
+    cache = KVCache(len(model.blocks))
+    pieces = [(0, 6)] + [(t, t + 1) for t in range(6, 11)] + [(11, 14)]
+    for a, b in pieces:
+        torch.testing.assert_close(model(idx[:, a:b], cache=cache)["logits"], full[:, a:b], atol=1e-5, rtol=1e-4)
+    assert cache.length == 14
+    greedy = {c: model.generate(idx[:, :3], 12, temperature=0, use_cache=c) for c in (True, False)}
+    assert torch.equal(greedy[True], greedy[False])
+    windowed = {c: model.generate(idx[:, :3], 20, temperature=0, window=8, use_cache=c) for c in (True, False)}
+    assert torch.equal(windowed[True], windowed[False])  # the cache serves until the window slides
+
+
+def test_kv_cache_refuses_a_model_without_the_causal_mask():
+    with pytest.raises(ValueError, match="KV cache is only valid for a causal model"):
+        model_of(causal=False)(torch.zeros(1, 3, dtype=torch.long), cache=KVCache(2))
 
 
 def test_generate_past_block_size_fails_clearly_for_learned():

@@ -107,7 +107,7 @@ def test_one_experiment_change_reruns_only_that_experiment_under_snakemake(smk):
     assert jobs.get("train") == "1" and jobs.get("evaluate") == "1", text[-2000:]
     assert "pos_alibi" in text and "exp=pos_learned" not in text
     # DVC sees the same single change
-    assert dvc_changed_stages(smk) == {"train@pos_alibi"}
+    assert dvc_changed_stages(smk) == {"run@pos_alibi"}
     # targeted run: only that experiment and what depends on it; DVC's record then matches again
     sh(smk, "snakemake", "--cores", "2", "all")
     assert dvc_changed_stages(smk) == set()
@@ -142,9 +142,9 @@ def test_dvc_change_one_experiment_and_diff_metrics(dvc):
     sh(dvc, "git", "add", "-A")
     sh(dvc, "git", "-c", "user.name=t", "-c", "user.email=t@t", "commit", "-qm", "smoke results")
     set_lr(dvc, "pos_t5", 0.005)
-    assert dvc_changed_stages(dvc) == {"train@pos_t5"}
+    assert dvc_changed_stages(dvc) == {"run@pos_t5"}
     out = sh(dvc, "dvc", "repro", "-q").stdout
-    assert "train@pos_learned" not in out
+    assert "run@pos_learned" not in out
     diff = json.loads(sh(dvc, "dvc", "metrics", "diff", "--json", "--targets", "results/metrics.json").stdout)
     changed = {k.split(".")[0] for k in next(iter(diff.values()))}
     assert changed == {"pos_t5"}, changed
@@ -186,3 +186,28 @@ def test_model_samples_are_escaped(tmp_path):
     assert env.get_template("report.html.j2").environment.autoescape
     rendered = env.from_string("<pre>{{ s }}</pre>").render(s="<script>alert(1)</script>")
     assert "&lt;script&gt;" in rendered
+
+
+def test_code_edits_rerun_what_they_touch(smk):
+    """Evaluation code edited: every run re-evaluates, none retrains. Model code edited: every run retrains.
+    DVC sees the same (every `run@` stage changed). Last in this file: it leaves the copy's code edited."""
+    from miniformer.params import Study
+
+    n_runs = len(Study.load(smk / "params.yaml", "smoke").runs())
+
+    def dry_run_jobs() -> dict[str, str]:
+        out = sh(smk, "snakemake", "-n", "--nolock")
+        return dict(re.findall(r"^(\w+)\s+(\d+)$", out.stdout + out.stderr, flags=re.M))
+
+    def edit(name: str) -> None:
+        path = smk / "src" / "miniformer" / name
+        path.write_text(path.read_text() + "\n# an edit\n")
+
+    edit("evaluate.py")
+    jobs = dry_run_jobs()
+    assert "train" not in jobs and jobs.get("evaluate") == str(n_runs), jobs
+    changed = dvc_changed_stages(smk)
+    assert changed and all(s.startswith("run@") for s in changed)
+    edit("positions.py")
+    jobs = dry_run_jobs()
+    assert jobs.get("train") == str(n_runs) and jobs.get("evaluate") == str(n_runs), jobs

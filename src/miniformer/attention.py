@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable
+from dataclasses import dataclass, field
 
 import torch
 import torch.nn.functional as F
@@ -94,6 +95,36 @@ RotaryFn = Callable[[Tensor, tuple[int, int, int], int], tuple[Tensor, Tensor, T
 _ROLE_INDEX = {"q": 0, "k": 1, "v": 2}
 
 
+@dataclass
+class LayerKV:
+    """One layer's keys and values (B, H, L, D) of every position so far, for generation token by token."""
+
+    k: Tensor | None = None
+    v: Tensor | None = None
+
+    def append(self, k: Tensor, v: Tensor) -> tuple[Tensor, Tensor]:
+        """Add the new positions' keys/values; return all of them."""
+        self.k = k if self.k is None else torch.cat((self.k, k), dim=2)
+        self.v = v if self.v is None else torch.cat((self.v, v), dim=2)
+        return self.k, self.v
+
+
+@dataclass
+class KVCache:
+    """Per-layer keys and values, so that each generated token costs one position's forward, not the whole text's."""
+
+    n_layer: int
+    layers: list[LayerKV] = field(init=False)
+
+    def __post_init__(self) -> None:
+        self.layers = [LayerKV() for _ in range(self.n_layer)]
+
+    @property
+    def length(self) -> int:
+        k = self.layers[0].k
+        return 0 if k is None else k.size(2)
+
+
 class SelfAttention(nn.Module):
     """Multi-head self-attention with the study's switches.
 
@@ -140,8 +171,10 @@ class SelfAttention(nn.Module):
         score_bias: Tensor | None = None,
         return_weights: bool = False,
         is_causal_hint: bool = False,
+        kv: LayerKV | None = None,
     ) -> tuple[Tensor, Tensor | None]:
-        """x (B,T,C); mask broadcastable to (B,H,T,T) or None; score_bias (H,T,T) or None.
+        """x (B,T,C); mask broadcastable to (B,H,T,L) or None; score_bias (H,T,L) or None; L = T, or T plus the
+        positions already in ``kv`` (whose keys/values the new ones join).
 
         ``is_causal_hint`` says the mask is exactly the causal one, letting SDPA use its cheaper built-in causal path.
         Returns (output, weights or None).
@@ -152,6 +185,8 @@ class SelfAttention(nn.Module):
             q, k, v = split_heads_qkv(*(parts[i] for i in self.role), self.n_head)
         else:  # RoPE splits and rotates in one fused step (see positions.SplitRotate)
             q, k, v = (t.transpose(1, 2) for t in rotary(qkv, self.role, self.n_head))
+        if kv is not None:
+            k, v = kv.append(k, v)
         if return_weights:
             y, w = self._explicit(q, k, v, mask, score_bias)
         else:

@@ -1,7 +1,8 @@
 """After a Snakemake run: make DVC's record (dvc.lock) match exactly the stages whose jobs ran.
 
 Snakemake jobs append their DVC stage name to a 'ran' file; this commits those stages, in DAG order, and nothing else.
-A stage is committed only once all of its outputs exist (an experiment's train stage covers all of its seeds).
+This runs on Snakemake's success, when every output exists (an experiment's `run` stage covers all of its
+seeds, trained and evaluated).
 """
 
 from __future__ import annotations
@@ -11,7 +12,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-STAGE_ORDER = ("prepare", "train@", "evaluate@", "aggregate", "report")
+STAGE_ORDER = ("prepare", "run@", "aggregate", "report")
 
 
 def stages_ran(ran_file: Path) -> list[str]:

@@ -8,7 +8,7 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
 
-from miniformer.attention import SelfAttention, make_causal_mask
+from miniformer.attention import KVCache, LayerKV, SelfAttention, make_causal_mask
 from miniformer.positions import POSITION_METHODS, build_position
 
 
@@ -92,9 +92,10 @@ class Block(nn.Module):
         self.norm2 = make_norm(cfg.norm, cfg.n_embd, cfg.bias)
         self.mlp = MLP(cfg)
 
-    def forward(self, x: Tensor, mask, rotary, score_bias, return_weights: bool, causal_hint: bool):
+    def forward(self, x: Tensor, mask, rotary, score_bias, return_weights: bool, causal_hint: bool,
+                kv: LayerKV | None = None):
         def attend(h: Tensor) -> tuple[Tensor, Tensor | None]:
-            return self.attn(h, mask, rotary, score_bias, return_weights, causal_hint)
+            return self.attn(h, mask, rotary, score_bias, return_weights, causal_hint, kv)
 
         def add(skip: Tensor, branch: Tensor) -> Tensor:
             return skip + branch if self.residual else branch  # no identity path: the "no residual" breakage
@@ -151,28 +152,39 @@ class MiniFormer(nn.Module):
         attn_mask: Tensor | None = None,
         return_weights: bool = False,
         return_hidden: bool = False,
+        cache: KVCache | None = None,
     ) -> dict[str, Tensor | list]:
         """idx (B,T) token ids; attn_mask (T,T) or (B,T,T) bool, True = may attend (None = cfg's default).
 
-        Returns a dict: logits, loss (mean over targets != -100, when targets given), weights (list per layer of
-        (B,H,T,T), when asked), hidden (last block's output, when asked).
+        ``cache``: idx continues the positions held in the cache (causal models, default mask only); their keys and
+        values are reused and these are added. Returns a dict: logits, loss (mean over targets != -100, when targets
+        given), weights (list per layer of (B,H,T,L), when asked), hidden (last block's output, when asked).
         """
         B, T = idx.shape
         device = idx.device
-        causal_hint = attn_mask is None and self.cfg.causal
-        mask = self.default_mask(T, device) if attn_mask is None else attn_mask
-        if mask is not None and mask.dim() == 3:
-            mask = mask[:, None]  # (B,T,T) -> (B,1,T,T) broadcasting over heads
+        start = 0
+        if cache is not None:
+            if attn_mask is not None or not self.cfg.causal:
+                raise ValueError("a KV cache is only valid for a causal model under its default mask")
+            start = cache.length
+        causal_hint = attn_mask is None and self.cfg.causal and start == 0
+        if attn_mask is not None:
+            mask = attn_mask[:, None] if attn_mask.dim() == 3 else attn_mask  # (B,T,T) -> (B,1,T,T): over heads
+        elif start == 0:
+            mask = self.default_mask(T, device)
+        else:  # new queries see every cached key and the new keys up to themselves; one query sees everything
+            mask = None if T == 1 else torch.ones(T, start + T, dtype=torch.bool, device=device).tril(start)
         x = self.wte(idx)
-        pos_emb = self.position.embed(T, device)
+        pos_emb = self.position.embed(T, device, start)
         if pos_emb is not None:
             x = x + pos_emb
         x = self.drop(x)
-        rotary = self.position.rotary(T, device)
-        score_bias = self.position.score_bias(T, device)
+        rotary = self.position.rotary(T, device, start)
+        score_bias = self.position.score_bias(T, device, start)
         weights = []
-        for block in self.blocks:
-            x, w = block(x, mask, rotary, score_bias, return_weights, causal_hint)
+        for i, block in enumerate(self.blocks):
+            kv = None if cache is None else cache.layers[i]
+            x, w = block(x, mask, rotary, score_bias, return_weights, causal_hint, kv)
             weights.append(w)
         out: dict[str, Tensor | list] = {}
         if return_hidden:
@@ -195,17 +207,26 @@ class MiniFormer(nn.Module):
         generator: torch.Generator | None = None,
         window: int | None = None,
         allowed_vocab: int | None = None,
+        use_cache: bool = True,
     ) -> Tensor:
         """Sample max_new_tokens continuations of idx (B,T).
 
         The context is NOT cropped to block_size unless ``window`` says so: methods that define every position
         (rope, alibi, t5, sinusoidal, none) keep attending to the whole text, and learned absolute raises its clear
         error once the text outgrows block_size. ``allowed_vocab`` restricts sampling to the first ids (excludes the
-        objectives' special tokens).
+        objectives' special tokens). Causal models reuse earlier keys/values (a KV cache) until a window starts to
+        slide (positions shift, so cached keys no longer apply) or when ``use_cache`` is off; a model without the causal
+        mask recomputes everything, since each new token changes what earlier positions see.
         """
+        cache = KVCache(len(self.blocks)) if use_cache and self.cfg.causal else None
         for _ in range(max_new_tokens):
-            ctx = idx if window is None else idx[:, -window:]
-            logits = self(ctx)["logits"][:, -1, :]
+            if cache is not None and window is not None and idx.size(1) > window:
+                cache = None
+            if cache is not None:
+                ctx = idx[:, cache.length :]
+            else:
+                ctx = idx if window is None else idx[:, -window:]
+            logits = self(ctx, cache=cache)["logits"][:, -1, :]
             if allowed_vocab is not None:
                 logits = logits[:, :allowed_vocab]
             if temperature <= 0:

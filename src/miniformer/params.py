@@ -18,6 +18,7 @@ from typing import Any
 
 import yaml
 
+from miniformer.codehash import TRAINING_CODE, code_hash
 from miniformer.errors import UserError
 from miniformer.model import ModelConfig
 from miniformer.objectives import OBJECTIVES
@@ -105,10 +106,12 @@ class RunConfig:
         }
 
     def fingerprint(self) -> str:
-        """Hash of everything that shapes the trained weights (used to refuse resuming a different config)."""
+        """Hash of everything that shapes the trained weights: the config and the training code (used to refuse
+        resuming a checkpoint made by a different config or by different model/training code)."""
         d = self.to_dict()
         shaping = {k: d[k] for k in ("seed", "data", "model")}
         shaping["train"] = {k: v for k, v in d["train"].items() if k not in ("threads", "log_every", "sample_every")}
+        shaping["code"] = code_hash(TRAINING_CODE)
         return hashlib.sha256(json.dumps(shaping, sort_keys=True).encode()).hexdigest()[:16]
 
 

@@ -20,16 +20,18 @@ class PositionMethod(nn.Module):
 
     past_block_size: str = ""
 
-    def embed(self, T: int, device: torch.device) -> Tensor | None:
+    # Every hook covers the T positions start, …, start+T-1: start > 0 when earlier positions sit in a KV cache.
+
+    def embed(self, T: int, device: torch.device, start: int = 0) -> Tensor | None:
         """(T, C) vector added to token embeddings, or None."""
         return None
 
-    def rotary(self, T: int, device: torch.device):  # -> RotaryFn | None
+    def rotary(self, T: int, device: torch.device, start: int = 0):  # -> RotaryFn | None
         """A function (qkv, roles, n_head) -> q, k, v of shape (B,T,H,D) with q and k rotated, or None."""
         return None
 
-    def score_bias(self, T: int, device: torch.device) -> Tensor | None:
-        """(H, T, T) additive attention-score bias, or None."""
+    def score_bias(self, T: int, device: torch.device, start: int = 0) -> Tensor | None:
+        """(H, T, start+T) additive bias on the scores of these T queries against every key so far, or None."""
         return None
 
 
@@ -45,13 +47,13 @@ class LearnedAbsolute(PositionMethod):
         self.block_size = block_size
         self.wpe = nn.Embedding(block_size, n_embd)
 
-    def embed(self, T: int, device: torch.device) -> Tensor:
-        if T > self.block_size:
+    def embed(self, T: int, device: torch.device, start: int = 0) -> Tensor:
+        if start + T > self.block_size:
             raise ValueError(
-                f"learned absolute positions cannot represent position {T - 1}: only {self.block_size} positions "
-                "were trained (block_size). Use rope/alibi/t5/sinusoidal/none to go past block_size."
+                f"learned absolute positions cannot represent position {start + T - 1}: only {self.block_size} "
+                "positions were trained (block_size). Use rope/alibi/t5/sinusoidal/none to go past block_size."
             )
-        return self.wpe(torch.arange(T, device=device))
+        return self.wpe(torch.arange(start, start + T, device=device))
 
 
 def sinusoidal_table(T: int, n_embd: int, device: torch.device | None = None) -> Tensor:
@@ -79,8 +81,8 @@ class Sinusoidal(PositionMethod):
         self.n_embd = n_embd
         self.scale = nn.Parameter(torch.tensor(n_embd**-0.5))
 
-    def embed(self, T: int, device: torch.device) -> Tensor:
-        return self.scale * sinusoidal_table(T, self.n_embd, device)
+    def embed(self, T: int, device: torch.device, start: int = 0) -> Tensor:
+        return self.scale * sinusoidal_table(start + T, self.n_embd, device)[start:]
 
 
 class Rotary(PositionMethod):
@@ -109,8 +111,8 @@ class Rotary(PositionMethod):
             self._cache = (T, device, torch.polar(torch.ones_like(angles), angles))
         return self._cache[2][:T]
 
-    def rotary(self, T: int, device: torch.device):
-        rot = self.rotations(T, device)
+    def rotary(self, T: int, device: torch.device, start: int = 0):
+        rot = self.rotations(start + T, device)[start:]
 
         def split_rotate(qkv: Tensor, roles: tuple[int, int, int], n_head: int) -> tuple[Tensor, Tensor, Tensor]:
             # (T, H, D/2), materialised rather than broadcast over heads: the multiply then runs over H·D/2
@@ -197,9 +199,9 @@ class ALiBi(PositionMethod):
         super().__init__()
         self.register_buffer("slopes", alibi_slopes(n_head), persistent=False)
 
-    def score_bias(self, T: int, device: torch.device) -> Tensor:
-        pos = torch.arange(T, device=device)
-        distance = (pos[None, :] - pos[:, None]).abs().float()  # symmetric, so bidirectional objectives work too
+    def score_bias(self, T: int, device: torch.device, start: int = 0) -> Tensor:
+        queries, keys = torch.arange(start, start + T, device=device), torch.arange(start + T, device=device)
+        distance = (keys[None, :] - queries[:, None]).abs().float()  # symmetric, so bidirectional objectives work too
         return -self.slopes.to(device)[:, None, None] * distance
 
 
@@ -227,9 +229,9 @@ class T5Bias(PositionMethod):
         self.num_buckets, self.max_distance = num_buckets, max_distance
         self.bias = nn.Embedding(num_buckets, n_head)
 
-    def score_bias(self, T: int, device: torch.device) -> Tensor:
-        pos = torch.arange(T, device=device)
-        buckets = t5_bucket(pos[None, :] - pos[:, None], self.num_buckets, self.max_distance)
+    def score_bias(self, T: int, device: torch.device, start: int = 0) -> Tensor:
+        queries, keys = torch.arange(start, start + T, device=device), torch.arange(start + T, device=device)
+        buckets = t5_bucket(keys[None, :] - queries[:, None], self.num_buckets, self.max_distance)
         return self.bias(buckets).permute(2, 0, 1)  # (T, T, H) -> (H, T, T)
 
 

@@ -145,14 +145,14 @@ class Trainer:
                 stale = self.ckpt_path.with_name("ckpt.stale.pt")
                 os.replace(self.ckpt_path, stale)
                 print(
-                    f"checkpoint {self.ckpt_path} is from another config (params changed): moved to {stale.name}, "
+                    f"checkpoint {self.ckpt_path} is from another config or training code: moved to {stale.name}, "
                     "training from scratch",
                     file=sys.stderr,
                 )
                 return False
             raise UserError(
-                f"checkpoint {str(self.ckpt_path)!r} was trained with a different config; delete it, or restore the "
-                "params it was made with, to resume"
+                f"checkpoint {str(self.ckpt_path)!r} was trained with a different config or training code; delete "
+                "it, or restore the params and code it was made with, to resume"
             )
         self.model.load_state_dict(s["model"])
         self.opt.load_state_dict(s["optimizer"])

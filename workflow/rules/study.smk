@@ -33,13 +33,14 @@ rule train:
     log:
         "results/logs/train/{exp}/seed{seed}.log",
     shell:
-        "{MF} train {wildcards.exp} --seed {wildcards.seed} {PROF} > {log} 2>&1 && echo train@{wildcards.exp} >> {RAN}"
+        "{MF} train {wildcards.exp} --seed {wildcards.seed} {PROF} > {log} 2>&1 && echo run@{wildcards.exp} >> {RAN}"
 
 
 rule evaluate:
     input:
         rules.train.output.metrics,
         f"{SIGNATURES}/{{exp}}/seed{{seed}}.json",
+        f"{SIGNATURES}/evaluation-code.json",
     output:
         eval=report("results/eval/{exp}/seed{seed}/eval.json", category="Evaluations", subcategory="{exp}"),
         attention="results/eval/{exp}/seed{seed}/attention.json",
@@ -52,7 +53,7 @@ rule evaluate:
         "results/logs/evaluate/{exp}/seed{seed}.log",
     shell:
         "{MF} evaluate {wildcards.exp} --seed {wildcards.seed} {PROF} > {log} 2>&1"
-        " && echo evaluate@{wildcards.exp} >> {RAN}"
+        " && echo run@{wildcards.exp} >> {RAN}"
 
 
 rule aggregate:
