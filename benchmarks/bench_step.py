@@ -1,8 +1,9 @@
 """Training-step speed: miniformer vs the single-file-GPT reference, in one process, alternating, medians.
 
-Usage: python benchmarks/bench_step.py [--rounds 5] [--steps 10] [--threads 2] [--variants] [--out FILE]
-Prints a Markdown section (date, commit, ratios, MFU vs a same-process fp32 GEMM, per-variant throughput, per-job
-overhead) for benchmarks/RESULTS.md.
+Usage: python benchmarks/bench_step.py [--rounds 5] [--steps 10] [--threads 2] [--variants] [--device cuda]
+Prints a Markdown section (date, commit, ratios, MFU vs a same-process GEMM, per-variant throughput, per-job
+overhead) for benchmarks/RESULTS.md. On CUDA both contenders run under bf16 autocast (as the gpu profile trains) and
+the GEMM rate is a bf16 one; on CPU everything is fp32.
 """
 
 from __future__ import annotations
@@ -29,17 +30,31 @@ from miniformer.train import build_model, make_optimizer  # noqa: E402
 ROOT = Path(__file__).resolve().parents[1]
 VOCAB = 81  # the default corpus' characters
 B, T = 32, 128
+DEVICE = torch.device("cpu")  # set by --device
+
+
+def sync() -> None:
+    if DEVICE.type == "cuda":
+        torch.cuda.synchronize()
 
 
 def gemm_flops(threads: int, n: int = 1024, reps: int = 20) -> float:
     torch.set_num_threads(threads)
-    a, b = torch.randn(n, n), torch.randn(n, n)
+    dtype = torch.bfloat16 if DEVICE.type == "cuda" else torch.float32
+    n = n * 4 if DEVICE.type == "cuda" else n
+    a, b = torch.randn(n, n, device=DEVICE, dtype=dtype), torch.randn(n, n, device=DEVICE, dtype=dtype)
     for _ in range(3):
         a @ b
+    sync()
     t = time.perf_counter()
     for _ in range(reps):
         a @ b
+    sync()
     return 2 * n**3 * reps / (time.perf_counter() - t)
+
+
+def autocast():
+    return torch.autocast(DEVICE.type, dtype=torch.bfloat16, enabled=DEVICE.type == "cuda")
 
 
 class Contender:
@@ -49,12 +64,15 @@ class Contender:
         self.name, self.model, self.loss_fn, self.opt = name, model, loss_fn, opt
 
     def step_time(self, n: int) -> float:
+        sync()
         t = time.perf_counter()
         for _ in range(n):
-            loss = self.loss_fn()
+            with autocast():
+                loss = self.loss_fn()
             self.opt.zero_grad(set_to_none=True)
             loss.backward()
             self.opt.step()
+        sync()
         return (time.perf_counter() - t) / n
 
 
@@ -62,19 +80,22 @@ def miniformer_contender(name: str, run: RunConfig) -> tuple[Contender, MiniForm
     """The model and the optimizer exactly as the trainer builds them for ``run``."""
     torch.manual_seed(0)
     model, specials = build_model(run, VOCAB)
+    model.to(DEVICE)
     objective = run.train.objective
     g = torch.Generator().manual_seed(0)
     tokens = torch.randint(0, VOCAB, (B, window_length(objective, model.cfg.block_size)), generator=g)
     batch = make_batch(objective, tokens, specials, g)
-    opt = make_optimizer(model, run, torch.device("cpu"))
-    return Contender(name, model, lambda: model(batch.x, batch.y, attn_mask=batch.mask)["loss"], opt), model
+    x, y = batch.x.to(DEVICE), batch.y.to(DEVICE)
+    mask = None if batch.mask is None else batch.mask.to(DEVICE)
+    opt = make_optimizer(model, run, DEVICE)
+    return Contender(name, model, lambda: model(x, y, attn_mask=mask)["loss"], opt), model
 
 
 def reference_contender() -> Contender:
     """The bar, with PyTorch's default AdamW as the single-file GPTs use it."""
     torch.manual_seed(0)
-    model = RefGPT(VOCAB, T, 4, 4, 128)
-    tokens = torch.randint(0, VOCAB, (B, T + 1))
+    model = RefGPT(VOCAB, T, 4, 4, 128).to(DEVICE)
+    tokens = torch.randint(0, VOCAB, (B, T + 1), device=DEVICE)
     x, y = tokens[:, :-1].contiguous(), tokens[:, 1:].contiguous()
     return Contender("reference", model, lambda: model(x, y), torch.optim.AdamW(model.parameters(), lr=1e-3))
 
@@ -111,17 +132,26 @@ def job_overhead() -> dict[str, float]:
     }
 
 
+def device_line() -> str:
+    if DEVICE.type == "cuda":
+        return f"{torch.cuda.get_device_name(DEVICE)}, bf16 autocast"
+    return f"CPU, {torch.get_num_threads()} threads, fp32"
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__)
     ap.add_argument("--rounds", type=int, default=5)
     ap.add_argument("--steps", type=int, default=10)
     ap.add_argument("--threads", type=int, default=2)
     ap.add_argument("--variants", action="store_true", help="also time every experiment's model of params.yaml")
+    ap.add_argument("--device", default="cpu", help="cpu | cuda (bf16 autocast for both contenders)")
     args = ap.parse_args()
+    global DEVICE
+    DEVICE = torch.device(args.device)
     torch.set_num_threads(args.threads)
     commit = subprocess.run(["git", "rev-parse", "--short", "HEAD"], capture_output=True, text=True, cwd=ROOT)
     print(f"## Run of {datetime.datetime.now(datetime.UTC):%Y-%m-%d %H:%M} UTC, commit {commit.stdout.strip()}, "
-          f"torch {torch.__version__}, {args.threads} threads, fp32, B={B} T={T}\n")
+          f"torch {torch.__version__}, {device_line()}, B={B} T={T}\n")
 
     study = Study.load(ROOT / "params.yaml", "default")
     ours, model = miniformer_contender("miniformer", study.config("baseline", 0))
@@ -137,8 +167,9 @@ def main() -> None:
         s = med[c.name]
         print(f"| {name} | {s * 1e3:.1f} | {B * T / s:,.0f} | {fpt * B * T / 1e9:.2f} | {fpt * B * T / s / gemm:.2f} |")
     print(f"\nSpeed ratio miniformer / reference = **{med['reference'] / med['miniformer']:.3f}×** "
-          f"(median of {args.rounds} alternating rounds of {args.steps} steps). Same-process fp32 GEMM "
-          f"(1024³): {gemm / 1e9:.0f} GFLOP/s. FLOPs counted by `miniformer.flops` for both (same shapes).\n")
+          f"(median of {args.rounds} alternating rounds of {args.steps} steps). Same-process GEMM "
+          f"({'bf16 4096³' if DEVICE.type == 'cuda' else 'fp32 1024³'}): {gemm / 1e9:.0f} GFLOP/s. "
+          "FLOPs counted by `miniformer.flops` for both (same shapes).\n")
 
     if args.variants:
         print("| experiment | median step (ms) | tokens/s | × baseline |")
