@@ -1,16 +1,20 @@
 """How the study's time grows with experiments × seeds: DAG planning measured, training extrapolated.
 
 For 1×, 3× and 10× the default experiment set (copies of every experiment under new names) this measures Snakemake's
-dry-run planning time in a scratch copy of the project, and extrapolates training time from a measured per-step cost
-of each experiment's model (--step-ms, or measured here with a few steps).
-Usage: python benchmarks/bench_scaling.py [--cores 2]
+dry-run planning time in a scratch copy of the project, and extrapolates the study's time from each experiment's
+measured per-step cost (1 thread, a few steps here). With --study DIR (a finished default study) it adds what a run
+costs besides its steps, measured there: the median training job's time outside its step loop and the median
+evaluation job.
+Usage: python benchmarks/bench_scaling.py [--cores 2] [--study DIR]
 """
 
 from __future__ import annotations
 
 import argparse
 import copy
+import json
 import shutil
+import statistics
 import subprocess
 import sys
 import tempfile
@@ -21,6 +25,7 @@ import yaml
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from bench_step import alternate, miniformer_contender  # noqa: E402
+from study_time import jobs  # noqa: E402
 
 from miniformer.params import Study  # noqa: E402
 
@@ -44,7 +49,21 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__)
     ap.add_argument("--cores", type=int, default=2)
     ap.add_argument("--steps", type=int, default=3)
+    ap.add_argument("--study", type=Path, default=None, help="a finished default study, for per-run overheads")
     args = ap.parse_args()
+    extra_s, extra_note = 0.0, "steps only"
+    if args.study:
+        recs = list(jobs(args.study).values())
+        evals = [r["endtime"] - r["starttime"] for r in recs if r["rule"] == "evaluate"]
+        outside = []
+        for r in recs:
+            perf = args.study / Path(r["output"]).parent / "perf.json"
+            if r["rule"] == "train" and perf.exists():
+                inside = json.loads(perf.read_text())["train_seconds_this_process"]
+                outside.append(r["endtime"] - r["starttime"] - inside)
+        extra_s = statistics.median(outside) + statistics.median(evals)
+        extra_note = (f"steps + {statistics.median(outside):.0f} s per training job outside its step loop + "
+                      f"{statistics.median(evals):.0f} s per evaluation job, medians of {args.study.name}")
     raw = yaml.safe_load((ROOT / "params.yaml").read_text())
     raw["profile"] = "default"
     study = Study(raw)
@@ -57,9 +76,9 @@ def main() -> None:
         c, _ = miniformer_contender(exp, cfg)
         step_s[exp] = alternate([c], 1, args.steps)[exp]
     steps = study.config("baseline", 0).train.steps
-    one_x = sum(step_s[e] * steps for e, _ in study.runs())
-    print("| experiment set | runs | DAG planning (s, measured) | training (min, extrapolated, "
-          f"{args.cores} jobs side by side) |")
+    one_x = sum(step_s[e] * steps + extra_s for e, _ in study.runs())
+    print(f"Extrapolated from: {extra_note}; {args.cores} jobs side by side, no contention.\n")
+    print("| experiment set | runs | DAG planning (s, measured) | study incl. planning (min, extrapolated) |")
     print("|---|---|---|---|")
     for factor in (1, 3, 10):
         scaled = copy.deepcopy(raw)
@@ -70,8 +89,8 @@ def main() -> None:
         runs = len(Study(scaled).runs())
         with tempfile.TemporaryDirectory() as d:
             plan = planning_seconds(scaled, Path(d))
-        train_min = (one_x * runs / len(study.runs())) / args.cores / 60
-        print(f"| {factor}× | {runs} | {plan:.1f} | {train_min:.0f} |")
+        study_min = (plan + one_x * runs / len(study.runs()) / args.cores) / 60  # planning included
+        print(f"| {factor}× | {runs} | {plan:.1f} | {study_min:.0f} |")
 
 
 if __name__ == "__main__":
