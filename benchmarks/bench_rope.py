@@ -34,7 +34,7 @@ def main() -> None:
     torch.set_num_threads(args.threads)
     qkv = torch.randn(B, T, 3 * C, requires_grad=True)
     grads = [torch.randn(B, H, T, D) for _ in range(3)]
-    rope = Rotary(D)
+    rope = Rotary(D, H)
     split_rotate = rope.rotary(T, torch.device("cpu"))
     angles = torch.outer(torch.arange(T).float(), rope.inv_freq)
     cos, sin = angles.cos(), angles.sin()
@@ -50,7 +50,7 @@ def main() -> None:
         return [rotate_half(q, cos, sin), rotate_half(k, cos, sin), v]
 
     def fused() -> list[torch.Tensor]:
-        return [t.transpose(1, 2) for t in split_rotate(qkv, (0, 1, 2), H)]
+        return [t.transpose(1, 2) for t in split_rotate(qkv, (0, 1, 2))]
 
     contenders = {"split only (no rotation)": split_only, "rotate-half, autograd": autograd_rotate_half,
                   "SplitRotate (fused, used)": fused}

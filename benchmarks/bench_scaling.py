@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import argparse
 import copy
-import json
 import shutil
 import statistics
 import subprocess
@@ -25,7 +24,7 @@ import yaml
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from bench_step import alternate, miniformer_contender  # noqa: E402
-from study_time import jobs  # noqa: E402
+from study_time import jobs, outside_step_loop  # noqa: E402
 
 from miniformer.params import Study  # noqa: E402
 
@@ -55,12 +54,7 @@ def main() -> None:
     if args.study:
         recs = list(jobs(args.study).values())
         evals = [r["endtime"] - r["starttime"] for r in recs if r["rule"] == "evaluate"]
-        outside = []
-        for r in recs:
-            perf = args.study / Path(r["output"]).parent / "perf.json"
-            if r["rule"] == "train" and perf.exists():
-                inside = json.loads(perf.read_text())["train_seconds_this_process"]
-                outside.append(r["endtime"] - r["starttime"] - inside)
+        outside = outside_step_loop(args.study, recs)
         extra_s = statistics.median(outside) + statistics.median(evals)
         extra_note = (f"steps + {statistics.median(outside):.0f} s per training job outside its step loop + "
                       f"{statistics.median(evals):.0f} s per evaluation job, medians of {args.study.name}")

@@ -26,6 +26,16 @@ def jobs(project: Path) -> dict[int, dict]:
     return found
 
 
+def outside_step_loop(project: Path, recs: list[dict]) -> list[float]:
+    """Per training job: its wall time minus the seconds its perf.json spent inside the step loop."""
+    out = []
+    for r in recs:
+        perf = project / Path(r["output"]).parent / "perf.json"
+        if r["rule"] == "train" and perf.exists():
+            out.append(r["endtime"] - r["starttime"] - json.loads(perf.read_text())["train_seconds_this_process"])
+    return out
+
+
 def main() -> None:
     project = Path(sys.argv[1] if len(sys.argv) > 1 else ".")
     recs = list(jobs(project).values())
@@ -40,11 +50,7 @@ def main() -> None:
     print("|---|---|---|---|---|")
     for rule, v in sorted(per_rule.items(), key=lambda kv: -sum(kv[1])):
         print(f"| {rule} | {len(v)} | {sum(v) / 60:.1f} | {sum(v) / total:.1%} | {statistics.median(v):.1f} |")
-    outside = []
-    for r in recs:
-        perf = project / Path(r["output"]).parent / "perf.json"
-        if r["rule"] == "train" and perf.exists():
-            outside.append(r["endtime"] - r["starttime"] - json.loads(perf.read_text())["train_seconds_this_process"])
+    outside = outside_step_loop(project, recs)
     if outside:
         print(f"\nTraining jobs outside their step loop (process start, imports, val estimates, samples, checkpoints): "
               f"median {statistics.median(outside):.1f} s, total {sum(outside) / 60:.1f} job-minutes over "

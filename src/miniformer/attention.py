@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
 import torch
 import torch.nn.functional as F
@@ -90,8 +90,8 @@ def self_attention(
 # The module the model uses
 # ---------------------------------------------------------------------------------------------------------------------
 
-# (fused qkv (B,T,3C), roles, n_head) -> q, k, v as (B,T,H,D), q and k rotated; see positions.SplitRotate.
-RotaryFn = Callable[[Tensor, tuple[int, int, int], int], tuple[Tensor, Tensor, Tensor]]
+# (fused qkv (B,T,3C), roles) -> q, k, v as (B,T,H,D), q and k rotated; see positions.SplitRotate.
+RotaryFn = Callable[[Tensor, tuple[int, int, int]], tuple[Tensor, Tensor, Tensor]]
 _ROLE_INDEX = {"q": 0, "k": 1, "v": 2}
 
 
@@ -109,15 +109,11 @@ class LayerKV:
         return self.k, self.v
 
 
-@dataclass
 class KVCache:
     """Per-layer keys and values, so that each generated token costs one position's forward, not the whole text's."""
 
-    n_layer: int
-    layers: list[LayerKV] = field(init=False)
-
-    def __post_init__(self) -> None:
-        self.layers = [LayerKV() for _ in range(self.n_layer)]
+    def __init__(self, n_layer: int) -> None:
+        self.layers = [LayerKV() for _ in range(n_layer)]
 
     @property
     def length(self) -> int:
@@ -184,7 +180,7 @@ class SelfAttention(nn.Module):
             parts = qkv.split(self.n_embd, dim=2)
             q, k, v = split_heads_qkv(*(parts[i] for i in self.role), self.n_head)
         else:  # RoPE splits and rotates in one fused step (see positions.SplitRotate)
-            q, k, v = (t.transpose(1, 2) for t in rotary(qkv, self.role, self.n_head))
+            q, k, v = (t.transpose(1, 2) for t in rotary(qkv, self.role))
         if kv is not None:
             k, v = kv.append(k, v)
         if return_weights:
