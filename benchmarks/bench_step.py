@@ -156,8 +156,11 @@ def main() -> None:
     study = Study.load(ROOT / "params.yaml", "default")
     ours, model = miniformer_contender("miniformer", study.config("baseline", 0))
     ref = reference_contender()
+    # A second, identical reference: the ratio between the two is this run's noise floor.
+    twin = reference_contender()
+    twin.name = "reference (second instance)"
     gemm_before = gemm_flops(args.threads)
-    med = alternate([ref, ours], args.rounds, args.steps)
+    med = alternate([ref, ours, twin], args.rounds, args.steps)
     gemm = (gemm_before + gemm_flops(args.threads)) / 2
     torch.set_num_threads(args.threads)
     fpt = flops_per_token(model)
@@ -167,7 +170,8 @@ def main() -> None:
         s = med[c.name]
         print(f"| {name} | {s * 1e3:.1f} | {B * T / s:,.0f} | {fpt * B * T / 1e9:.2f} | {fpt * B * T / s / gemm:.2f} |")
     print(f"\nSpeed ratio miniformer / reference = **{med['reference'] / med['miniformer']:.3f}×** "
-          f"(median of {args.rounds} alternating rounds of {args.steps} steps). Same-process GEMM "
+          f"(median of {args.rounds} alternating rounds of {args.steps} steps); noise floor: the reference against a "
+          f"second instance of itself = {med['reference'] / med[twin.name]:.3f}×. Same-process GEMM "
           f"({'bf16 4096³' if DEVICE.type == 'cuda' else 'fp32 1024³'}): {gemm / 1e9:.0f} GFLOP/s. "
           "FLOPs counted by `miniformer.flops` for both (same shapes).\n")
 
