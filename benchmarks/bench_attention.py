@@ -16,7 +16,7 @@ import time
 import torch
 import torch.nn.functional as F
 
-from miniformer.attention import EXPLICIT_MAX_SCORES, CausalAttention
+from miniformer.attention import EXPLICIT_MAX_SCORES, EXPLICIT_MIN_THREADS, CausalAttention
 
 GRID = [(4, 32), (1, 128), (2, 128), (4, 128), (8, 128), (16, 128), (4, 256), (4, 512)]  # (heads, T)
 
@@ -59,14 +59,14 @@ def main() -> None:
     B = args.batch
     print(f"Causal attention forward + backward, B={B}, width {args.width}, {args.threads} threads, "
           f"median of {args.rounds} alternating rounds; the model uses the explicit kernel when B·H·T² ≤ "
-          f"{EXPLICIT_MAX_SCORES:,}.\n")
+          f"{EXPLICIT_MAX_SCORES:,} and torch has ≥ {EXPLICIT_MIN_THREADS} threads.\n")
     print("| heads | T | head dim | B·H·T² | SDPA (ms) | explicit (ms) | explicit speed × SDPA | model uses |")
     print("|---|---|---|---|---|---|---|---|")
     for H, T in GRID:
         D = args.width // H
         sdpa, explicit = time_pair(B, H, T, D, args.rounds)
         scores = B * H * T * T
-        used = "explicit" if scores <= EXPLICIT_MAX_SCORES else "SDPA"
+        used = "explicit" if scores <= EXPLICIT_MAX_SCORES and args.threads >= EXPLICIT_MIN_THREADS else "SDPA"
         print(f"| {H} | {T} | {D} | {scores:,} | {sdpa * 1e3:.2f} | {explicit * 1e3:.2f} | {sdpa / explicit:.2f} "
               f"| {used} |")
 

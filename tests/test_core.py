@@ -125,7 +125,8 @@ def test_causal_kernel_equals_sdpa_forward_and_backward(shape, scale):
     assert torch.autograd.gradcheck(lambda a, b, c: CausalAttention.apply(a, b, c, 0.5), (q64, k64, v64))
 
 
-def test_causal_kernel_serves_cpu_training_only_while_the_scores_are_small():
+def test_causal_kernel_serves_cpu_training_only_where_it_measured_faster(monkeypatch):
+    monkeypatch.setattr(torch, "get_num_threads", lambda: 2)
     q = torch.zeros(2, 4, 16, 8)
     assert use_causal_kernel(q, dropout=0.0)
     assert not use_causal_kernel(q, dropout=0.1)  # dropout on the probabilities: SDPA's
@@ -134,11 +135,14 @@ def test_causal_kernel_serves_cpu_training_only_while_the_scores_are_small():
         assert not use_causal_kernel(q, dropout=0.0)
     too_long = int((EXPLICIT_MAX_SCORES / 8) ** 0.5) + 1
     assert not use_causal_kernel(torch.zeros(2, 4, too_long, 8), dropout=0.0)
+    monkeypatch.setattr(torch, "get_num_threads", lambda: 1)  # one thread: SDPA's causal skipping wins
+    assert not use_causal_kernel(q, dropout=0.0)
 
 
 @pytest.mark.parametrize("pos", ["rope", "learned", "sinusoidal", "none"])  # ALiBi/T5 add a score bias: SDPA's
 def test_training_gradients_do_not_depend_on_the_attention_kernel(pos, monkeypatch):
     """A model's parameter gradients are the same through the hand-written kernel and through SDPA."""
+    monkeypatch.setattr(torch, "get_num_threads", lambda: 2)
     model = model_of(pos=pos).train()
     idx = torch.randint(0, 20, (2, 16))
     kernel_calls = []

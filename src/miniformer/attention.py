@@ -90,10 +90,12 @@ def self_attention(
 # A training kernel for short causal windows on CPU
 # ---------------------------------------------------------------------------------------------------------------------
 
-# Above this many attention scores (B·H·T·T) SDPA's flash kernel wins: the explicit scores stop fitting in cache.
-# Measured on the 2-core box (benchmarks/bench_attention.py): at B·H·T² = 2²¹ (the baseline: B 32, H 4, T 128) the
-# explicit kernel is ~1.15x SDPA forward+backward; at 2²² parity; at 2²³ (T 256) 0.6x.
+# Where the hand-written kernel beats SDPA's flash kernel, measured on the 2-core box (benchmarks/bench_attention.py,
+# forward + backward): with 2 threads it is 1.08-1.16x SDPA at the baseline's B·H·T² = 2²¹ (B 32, H 4, T 128), 0.8x
+# at 2²², 0.5x at 2²³ (the scores stop fitting in cache); with 1 thread it loses at the baseline (0.80-0.87x), because
+# SDPA skips the masked half of the work and a single thread feels those FLOPs. Above either line SDPA serves.
 EXPLICIT_MAX_SCORES = 2**21
+EXPLICIT_MIN_THREADS = 2
 _EXPLICIT_DTYPES = (torch.float32, torch.float64)
 
 
@@ -131,10 +133,10 @@ class CausalAttention(torch.autograd.Function):
 
 
 def use_causal_kernel(q: Tensor, dropout: float) -> bool:
-    """The hand-written kernel serves training on CPU when the scores are small enough to win (see above)."""
+    """The hand-written kernel serves training on CPU where it measured faster than SDPA (see above)."""
     B, H, T, _ = q.shape
-    return (q.device.type == "cpu" and torch.is_grad_enabled() and dropout == 0.0
-            and q.dtype in _EXPLICIT_DTYPES and B * H * T * T <= EXPLICIT_MAX_SCORES)
+    return (q.device.type == "cpu" and torch.is_grad_enabled() and dropout == 0.0 and q.dtype in _EXPLICIT_DTYPES
+            and B * H * T * T <= EXPLICIT_MAX_SCORES and torch.get_num_threads() >= EXPLICIT_MIN_THREADS)
 
 
 # ---------------------------------------------------------------------------------------------------------------------
