@@ -1,9 +1,12 @@
-"""Causal attention for training: SDPA vs the hand-written `attention.CausalAttention`, forward + backward.
+"""An idea measured and not adopted: an explicit causal attention with a hand-written backward, vs SDPA, on CPU.
 
-Both get the same q, k, v (B, H, T, D) and output gradient; contenders alternate, medians are reported, over a grid
-of heads × window lengths at the baseline's width. The table shows where the explicit kernel wins (its scores fit in
-cache) and where SDPA's flash kernel does; `attention.EXPLICIT_MAX_SCORES` is the crossover the model uses.
-Usage: python benchmarks/bench_attention.py [--threads 2] [--rounds 7] [--batch 32] [--width 128]
+The kernel keeps the softmax probabilities P and uses the closed-form gradient dS = P ⊙ (dP − rowsum(dO ⊙ O))
+(FlashAttention's identity), where SDPA's CPU flash kernel recomputes the scores in its backward but skips the masked
+half. Two measurements, contenders alternating, medians:
+1. the attention alone, forward + backward, over a grid of heads × window lengths at the baseline's width;
+2. the baseline's whole training step with the kernel swapped in vs SDPA — two model instances swap roles every trial,
+   because on this box one instance can run a few percent faster than an identical one.
+Usage: python benchmarks/bench_attention.py [--threads 2] [--rounds 7] [--trials 6]
 """
 
 from __future__ import annotations
@@ -11,64 +14,138 @@ from __future__ import annotations
 import argparse
 import math
 import statistics
+import sys
 import time
+from pathlib import Path
 
 import torch
 import torch.nn.functional as F
+from torch import Tensor
 
-from miniformer.attention import EXPLICIT_MAX_SCORES, EXPLICIT_MIN_THREADS, CausalAttention
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from bench_step import ROOT, Contender, alternate, miniformer_contender  # noqa: E402
 
-GRID = [(4, 32), (1, 128), (2, 128), (4, 128), (8, 128), (16, 128), (4, 256), (4, 512)]  # (heads, T)
+from miniformer.attention import SelfAttention  # noqa: E402
+from miniformer.params import Study  # noqa: E402
+
+GRID = [(4, 32), (1, 128), (2, 128), (4, 128), (8, 128), (16, 128), (4, 256)]  # (heads, T) at B 32, width 128
 
 
-def time_pair(B: int, H: int, T: int, D: int, rounds: int) -> tuple[float, float]:
-    q, k, v = (torch.randn(B, H, T, D, requires_grad=True) for _ in range(3))
-    grad_out = torch.randn(B, H, T, D)
-    scale = 1.0 / math.sqrt(D)
+class ExplicitCausal(torch.autograd.Function):
+    """softmax(QKᵀ·scale + causal mask) V for q, k, v (B, H, T, D); backward written out by hand, P kept."""
 
-    def sdpa() -> None:
-        F.scaled_dot_product_attention(q, k, v, is_causal=True).backward(grad_out)
+    @staticmethod
+    def forward(ctx, q: Tensor, k: Tensor, v: Tensor, scale: float) -> Tensor:  # type: ignore[override]
+        B, H, T, D = q.shape
+        qf, kf, vf = (t.reshape(B * H, T, D) for t in (q, k, v))
+        future = torch.full((T, T), float("-inf"), dtype=q.dtype).triu_(1)
+        probs = torch.softmax(torch.baddbmm(future, qf, kf.transpose(1, 2), alpha=scale), dim=-1)
+        out = torch.bmm(probs, vf)
+        ctx.save_for_backward(qf, kf, vf, probs, out)
+        ctx.scale = scale
+        return out.view(B, H, T, D)
 
-    def explicit() -> None:
-        CausalAttention.apply(q, k, v, scale).backward(grad_out)
+    @staticmethod
+    def backward(ctx, grad_out: Tensor):  # type: ignore[override]
+        qf, kf, vf, probs, out = ctx.saved_tensors
+        g = grad_out.reshape(out.shape)
+        grad_v = torch.bmm(probs.transpose(1, 2), g)
+        g_scaled = g * ctx.scale
+        grad_scores = torch.bmm(g_scaled, vf.transpose(1, 2)).sub_((g_scaled * out).sum(-1, keepdim=True)).mul_(probs)
+        shape = grad_out.shape
+        return (torch.bmm(grad_scores, kf).view(shape), torch.bmm(grad_scores.transpose(1, 2), qf).view(shape),
+                grad_v.view(shape), None)
+
+
+def check_equal_to_sdpa() -> None:
+    q, k, v = (torch.randn(2, 3, 9, 8, dtype=torch.float64, requires_grad=True) for _ in range(3))
+    g = torch.randn(2, 3, 9, 8, dtype=torch.float64)
+    ours = ExplicitCausal.apply(q, k, v, 8**-0.5)
+    sdpa = F.scaled_dot_product_attention(q, k, v, is_causal=True)
+    torch.testing.assert_close(ours, sdpa)
+    for a, b in zip(torch.autograd.grad(ours, (q, k, v), g), torch.autograd.grad(sdpa, (q, k, v), g)):
+        torch.testing.assert_close(a, b)
+
+
+def time_cell(H: int, T: int, D: int, rounds: int, batch: int) -> tuple[float, float]:
+    """Median fwd+bwd seconds of SDPA and of the explicit kernel on one (B, H, T, D) shape."""
+    q, k, v = (torch.randn(batch, H, T, D, requires_grad=True) for _ in range(3))
+    grad_out = torch.randn(batch, H, T, D)
+    contenders = {"sdpa": lambda: F.scaled_dot_product_attention(q, k, v, is_causal=True),
+                  "explicit": lambda: ExplicitCausal.apply(q, k, v, 1.0 / math.sqrt(D))}
 
     def timed(fn, n: int = 5) -> float:
         t = time.perf_counter()
         for _ in range(n):
             q.grad = k.grad = v.grad = None
-            fn()
+            fn().backward(grad_out)
         return (time.perf_counter() - t) / n
 
-    for fn in (sdpa, explicit):
+    for fn in contenders.values():
         timed(fn, 2)
-    samples: dict[str, list[float]] = {"sdpa": [], "explicit": []}
+    samples: dict[str, list[float]] = {name: [] for name in contenders}
     for _ in range(rounds):
-        samples["sdpa"].append(timed(sdpa))
-        samples["explicit"].append(timed(explicit))
+        for name, fn in contenders.items():
+            samples[name].append(timed(fn))
     return statistics.median(samples["sdpa"]), statistics.median(samples["explicit"])
+
+
+def kernel_grid(rounds: int, batch: int = 32, width: int = 128) -> None:
+    print("| heads | T | B·H·T² | SDPA fwd+bwd (ms) | explicit (ms) | explicit speed × SDPA |")
+    print("|---|---|---|---|---|---|")
+    for H, T in GRID:
+        sdpa, explicit = time_cell(H, T, width // H, rounds, batch)
+        scores = batch * H * T * T
+        print(f"| {H} | {T} | {scores:,} | {sdpa * 1e3:.2f} | {explicit * 1e3:.2f} | {sdpa / explicit:.2f} |")
+
+
+def step_ab(trials: int, rounds: int) -> None:
+    """The baseline step with the explicit kernel in place of SDPA's causal path vs as shipped."""
+    use_kernel = {"on": False}
+    sdpa_path = SelfAttention._sdpa
+
+    def patched(self, q, k, v, mask, score_bias, is_causal_hint):
+        if use_kernel["on"] and score_bias is None and is_causal_hint:
+            scale = 1.0 / math.sqrt(q.size(-1)) if self.scale else 1.0
+            return ExplicitCausal.apply(q, k, v, scale)
+        return sdpa_path(self, q, k, v, mask, score_bias, is_causal_hint)
+
+    SelfAttention._sdpa = patched
+    cfg = Study.load(ROOT / "params.yaml", "default").config("baseline", 0)
+    models = [miniformer_contender(name, cfg)[0] for name in ("X", "Y")]
+
+    def as_contender(c: Contender, kernel: bool) -> Contender:
+        def loss() -> Tensor:
+            use_kernel["on"] = kernel
+            return c.loss_fn()
+        return Contender("kernel" if kernel else "sdpa", c.model, loss, c.opt)
+
+    ratios = []
+    for trial in range(trials):
+        x_kernel = trial % 2 == 0
+        med = alternate([as_contender(models[0], x_kernel), as_contender(models[1], not x_kernel)], rounds, 4)
+        ratios.append(med["sdpa"] / med["kernel"])
+        print(f"| {trial} | {'X' if x_kernel else 'Y'} | {med['sdpa'] * 1e3:.1f} | {med['kernel'] * 1e3:.1f} "
+              f"| {ratios[-1]:.3f} |")
+    SelfAttention._sdpa = sdpa_path
+    print(f"\nMedian step speed with the explicit kernel × with SDPA: **{statistics.median(ratios):.3f}×** "
+          f"(range {min(ratios):.3f}–{max(ratios):.3f}).")
 
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__)
     ap.add_argument("--threads", type=int, default=2)
     ap.add_argument("--rounds", type=int, default=7)
-    ap.add_argument("--batch", type=int, default=32)
-    ap.add_argument("--width", type=int, default=128)
+    ap.add_argument("--trials", type=int, default=6)
     args = ap.parse_args()
     torch.set_num_threads(args.threads)
-    B = args.batch
-    print(f"Causal attention forward + backward, B={B}, width {args.width}, {args.threads} threads, "
-          f"median of {args.rounds} alternating rounds; the model uses the explicit kernel when B·H·T² ≤ "
-          f"{EXPLICIT_MAX_SCORES:,} and torch has ≥ {EXPLICIT_MIN_THREADS} threads.\n")
-    print("| heads | T | head dim | B·H·T² | SDPA (ms) | explicit (ms) | explicit speed × SDPA | model uses |")
-    print("|---|---|---|---|---|---|---|---|")
-    for H, T in GRID:
-        D = args.width // H
-        sdpa, explicit = time_pair(B, H, T, D, args.rounds)
-        scores = B * H * T * T
-        used = "explicit" if scores <= EXPLICIT_MAX_SCORES and args.threads >= EXPLICIT_MIN_THREADS else "SDPA"
-        print(f"| {H} | {T} | {D} | {scores:,} | {sdpa * 1e3:.2f} | {explicit * 1e3:.2f} | {sdpa / explicit:.2f} "
-              f"| {used} |")
+    check_equal_to_sdpa()
+    print(f"Explicit causal attention vs SDPA, {args.threads} threads, B=32, width 128 (median of {args.rounds} "
+          "alternating rounds; the explicit kernel equals SDPA's output and gradients, checked first).\n")
+    kernel_grid(args.rounds)
+    print("\n| trial | instance with the kernel | step, SDPA (ms) | step, explicit kernel (ms) | kernel speed × SDPA |")
+    print("|---|---|---|---|---|")
+    step_ab(args.trials, 5)
 
 
 if __name__ == "__main__":

@@ -50,7 +50,7 @@ def main() -> None:
         return [rotate_half(q, cos, sin), rotate_half(k, cos, sin), v]
 
     def fused() -> list[torch.Tensor]:
-        return list(split_rotate(qkv, (0, 1, 2)))
+        return [t.transpose(1, 2) for t in split_rotate(qkv, (0, 1, 2))]
 
     contenders = {"split only (no rotation)": split_only, "rotate-half, autograd": autograd_rotate_half,
                   "SplitRotate (fused, used)": fused}

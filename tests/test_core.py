@@ -6,12 +6,8 @@ import math
 
 import pytest
 import torch
-import torch.nn.functional as F
 
-from miniformer import attention
 from miniformer.attention import (
-    EXPLICIT_MAX_SCORES,
-    CausalAttention,
     KVCache,
     SelfAttention,
     apply_causal_mask,
@@ -24,7 +20,6 @@ from miniformer.attention import (
     self_attention,
     split_heads,
     split_heads_qkv,
-    use_causal_kernel,
 )
 from miniformer.flops import count_params, flops_per_token
 from miniformer.model import MiniFormer, ModelConfig
@@ -107,60 +102,6 @@ def test_sdpa_fast_path_equals_explicit_path(overrides):
     fast = model(idx)["logits"]
     explicit = model(idx, return_weights=True)["logits"]
     torch.testing.assert_close(fast, explicit, rtol=1e-4, atol=1e-5)
-
-
-@pytest.mark.parametrize("shape", [(2, 3, 7, 4), (3, 1, 16, 8), (1, 4, 1, 2)])
-@pytest.mark.parametrize("scale", [None, 1.0])
-def test_causal_kernel_equals_sdpa_forward_and_backward(shape, scale):
-    """The hand-written CPU training kernel gives SDPA's causal output and gradients."""
-    torch.manual_seed(0)
-    q, k, v = (torch.randn(shape, requires_grad=True) for _ in range(3))
-    grad_out = torch.randn(shape)
-    ours = CausalAttention.apply(q, k, v, 1.0 / math.sqrt(shape[-1]) if scale is None else scale)
-    sdpa = F.scaled_dot_product_attention(q, k, v, is_causal=True, scale=scale)
-    torch.testing.assert_close(ours, sdpa)
-    for a, b in zip(torch.autograd.grad(ours, (q, k, v), grad_out), torch.autograd.grad(sdpa, (q, k, v), grad_out)):
-        torch.testing.assert_close(a, b)
-    q64, k64, v64 = (t.detach().double().requires_grad_() for t in (q, k, v))
-    assert torch.autograd.gradcheck(lambda a, b, c: CausalAttention.apply(a, b, c, 0.5), (q64, k64, v64))
-
-
-def test_causal_kernel_serves_cpu_training_only_where_it_measured_faster(monkeypatch):
-    monkeypatch.setattr(torch, "get_num_threads", lambda: 2)
-    q = torch.zeros(2, 4, 16, 8)
-    assert use_causal_kernel(q, dropout=0.0)
-    assert not use_causal_kernel(q, dropout=0.1)  # dropout on the probabilities: SDPA's
-    assert not use_causal_kernel(q.half(), dropout=0.0)
-    with torch.no_grad():  # evaluation, generation: SDPA (no scores kept, any length)
-        assert not use_causal_kernel(q, dropout=0.0)
-    too_long = int((EXPLICIT_MAX_SCORES / 8) ** 0.5) + 1
-    assert not use_causal_kernel(torch.zeros(2, 4, too_long, 8), dropout=0.0)
-    monkeypatch.setattr(torch, "get_num_threads", lambda: 1)  # one thread: SDPA's causal skipping wins
-    assert not use_causal_kernel(q, dropout=0.0)
-
-
-@pytest.mark.parametrize("pos", ["rope", "learned", "sinusoidal", "none"])  # ALiBi/T5 add a score bias: SDPA's
-def test_training_gradients_do_not_depend_on_the_attention_kernel(pos, monkeypatch):
-    """A model's parameter gradients are the same through the hand-written kernel and through SDPA."""
-    monkeypatch.setattr(torch, "get_num_threads", lambda: 2)
-    model = model_of(pos=pos).train()
-    idx = torch.randint(0, 20, (2, 16))
-    kernel_calls = []
-    apply = CausalAttention.apply
-    monkeypatch.setattr(CausalAttention, "apply", lambda *a: kernel_calls.append(1) or apply(*a))
-
-    def grads() -> list[torch.Tensor]:
-        model.zero_grad()
-        model(idx, idx)["loss"].backward()
-        return [p.grad.clone() for p in model.parameters()]
-
-    with_kernel = grads()
-    assert len(kernel_calls) == model.cfg.n_layer
-    monkeypatch.setattr(attention, "EXPLICIT_MAX_SCORES", 0)
-    with_sdpa = grads()
-    assert len(kernel_calls) == model.cfg.n_layer
-    for a, b in zip(with_kernel, with_sdpa):
-        torch.testing.assert_close(a, b, rtol=1e-4, atol=1e-6)
 
 
 @pytest.mark.parametrize("objective", ["mlm", "prefix", "span"])
@@ -259,9 +200,9 @@ def test_fused_split_rotate_equals_split_then_rotate(roles):
     qkv = torch.randn(B, T, 3 * H * D, requires_grad=True)
     fused = SplitRotate.apply(qkv, rot[:, None, :], roles, H)
     parts = qkv.view(B, T, 3, H, D)
-    plain = [apply_rotary(parts[:, :, roles[0]].transpose(1, 2), rot),
-             apply_rotary(parts[:, :, roles[1]].transpose(1, 2), rot), parts[:, :, roles[2]].transpose(1, 2)]
-    grads = [torch.randn(B, H, T, D) for _ in range(3)]
+    plain = [apply_rotary(parts[:, :, roles[0]].transpose(1, 2), rot).transpose(1, 2),
+             apply_rotary(parts[:, :, roles[1]].transpose(1, 2), rot).transpose(1, 2), parts[:, :, roles[2]]]
+    grads = [torch.randn(B, T, H, D) for _ in range(3)]
     (g_fused,) = torch.autograd.grad(fused, qkv, grads)
     (g_plain,) = torch.autograd.grad(plain, qkv, grads)
     for a, b in zip(fused, plain):

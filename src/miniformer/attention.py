@@ -87,63 +87,10 @@ def self_attention(
 
 
 # ---------------------------------------------------------------------------------------------------------------------
-# A training kernel for short causal windows on CPU
-# ---------------------------------------------------------------------------------------------------------------------
-
-# Where the hand-written kernel beats SDPA's flash kernel, measured on the 2-core box (benchmarks/bench_attention.py,
-# forward + backward): with 2 threads it is 1.08-1.16x SDPA at the baseline's B·H·T² = 2²¹ (B 32, H 4, T 128), 0.8x
-# at 2²², 0.5x at 2²³ (the scores stop fitting in cache); with 1 thread it loses at the baseline (0.80-0.87x), because
-# SDPA skips the masked half of the work and a single thread feels those FLOPs. Above either line SDPA serves.
-EXPLICIT_MAX_SCORES = 2**21
-EXPLICIT_MIN_THREADS = 2
-_EXPLICIT_DTYPES = (torch.float32, torch.float64)
-
-
-class CausalAttention(torch.autograd.Function):
-    """softmax(QKᵀ·scale + causal mask) V for q, k, v (B, H, T, D), with the backward written out by hand.
-
-    Why not SDPA: on CPU its flash kernel works in 32-query blocks and recomputes the scores in the backward; at a
-    training window of 128 the whole score matrix fits in cache, so keeping the probabilities P and using the
-    closed-form softmax gradient dS = P ⊙ (dP − rowsum(dO ⊙ O)) (FlashAttention's identity) does less work.
-    """
-
-    @staticmethod
-    def forward(ctx, q: Tensor, k: Tensor, v: Tensor, scale: float) -> Tensor:  # type: ignore[override]
-        B, H, T, D = q.shape
-        qf, kf, vf = (t.reshape(B * H, T, D) for t in (q, k, v))
-        future = torch.full((T, T), float("-inf"), dtype=q.dtype, device=q.device).triu_(1)
-        probs = torch.softmax(torch.baddbmm(future, qf, kf.transpose(1, 2), alpha=scale), dim=-1)
-        out = torch.bmm(probs, vf)
-        ctx.save_for_backward(qf, kf, vf, probs, out)
-        ctx.scale = scale
-        return out.view(B, H, T, D)
-
-    @staticmethod
-    def backward(ctx, grad_out: Tensor):  # type: ignore[override]
-        qf, kf, vf, probs, out = ctx.saved_tensors
-        shape = grad_out.shape
-        g = grad_out.reshape(out.shape)
-        grad_v = torch.bmm(probs.transpose(1, 2), g)
-        g_scaled = g * ctx.scale  # the scale of QKᵀ, applied once to a (T, D) tensor instead of to both gradients
-        # dS = P ⊙ (dP − Σ_j P_ij dP_ij), and Σ_j P_ij dP_ij = dO_i · O_i: a (T, D) product instead of (T, T).
-        grad_scores = torch.bmm(g_scaled, vf.transpose(1, 2)).sub_((g_scaled * out).sum(-1, keepdim=True)).mul_(probs)
-        grad_q = torch.bmm(grad_scores, kf)
-        grad_k = torch.bmm(grad_scores.transpose(1, 2), qf)
-        return grad_q.view(shape), grad_k.view(shape), grad_v.view(shape), None
-
-
-def use_causal_kernel(q: Tensor, dropout: float) -> bool:
-    """The hand-written kernel serves training on CPU where it measured faster than SDPA (see above)."""
-    B, H, T, _ = q.shape
-    return (q.device.type == "cpu" and torch.is_grad_enabled() and dropout == 0.0 and q.dtype in _EXPLICIT_DTYPES
-            and B * H * T * T <= EXPLICIT_MAX_SCORES and torch.get_num_threads() >= EXPLICIT_MIN_THREADS)
-
-
-# ---------------------------------------------------------------------------------------------------------------------
 # The module the model uses
 # ---------------------------------------------------------------------------------------------------------------------
 
-# (fused qkv (B,T,3C), roles) -> q, k, v as (B,H,T,D), q and k rotated; see positions.SplitRotate.
+# (fused qkv (B,T,3C), roles) -> q, k, v as (B,T,H,D), q and k rotated; see positions.SplitRotate.
 RotaryFn = Callable[[Tensor, tuple[int, int, int]], tuple[Tensor, Tensor, Tensor]]
 _ROLE_INDEX = {"q": 0, "k": 1, "v": 2}
 
@@ -233,7 +180,7 @@ class SelfAttention(nn.Module):
             parts = qkv.split(self.n_embd, dim=2)
             q, k, v = split_heads_qkv(*(parts[i] for i in self.role), self.n_head)
         else:  # RoPE splits and rotates in one fused step (see positions.SplitRotate)
-            q, k, v = rotary(qkv, self.role)
+            q, k, v = (t.transpose(1, 2) for t in rotary(qkv, self.role))
         if kv is not None:
             k, v = kv.append(k, v)
         if return_weights:
@@ -269,8 +216,6 @@ class SelfAttention(nn.Module):
         scale = None if self.scale else 1.0  # None = SDPA's default 1/√head_dim, the same as attn_scaled
         drop = self.dropout if self.training else 0.0
         if score_bias is None and is_causal_hint:
-            if use_causal_kernel(q, drop):
-                return CausalAttention.apply(q, k, v, 1.0 / math.sqrt(q.size(-1)) if self.scale else 1.0)
             return F.scaled_dot_product_attention(q, k, v, dropout_p=drop, is_causal=True, scale=scale)
         attn_mask: Tensor | None = mask
         if score_bias is not None:

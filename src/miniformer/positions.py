@@ -27,7 +27,7 @@ class PositionMethod(nn.Module):
         return None
 
     def rotary(self, T: int, device: torch.device, start: int = 0):  # -> RotaryFn | None
-        """A function (qkv, roles) -> q, k, v of shape (B,H,T,D) with q and k rotated, or None."""
+        """A function (qkv, roles) -> q, k, v of shape (B,T,H,D) with q and k rotated, or None."""
         return None
 
     def score_bias(self, T: int, device: torch.device, start: int = 0) -> Tensor | None:
@@ -147,7 +147,7 @@ class SplitRotate(torch.autograd.Function):
 
     Written out by hand because autograd's version of "slice, rotate, transpose" costs three extra passes over q and
     k per layer (it re-concatenates the gradients, then rotates them); here the backward writes the rotated-back
-    gradients straight into the qkv gradient. Returns q, k (new, head-major) and v (a view of qkv), each (B, H, T, D).
+    gradients straight into the qkv gradient. Returns q, k (new tensors) and v (a view of qkv), each (B, T, H, D).
     ``roles`` says which third of qkv plays query, key and value (the study's QKV-permutation switch).
     """
 
@@ -156,18 +156,11 @@ class SplitRotate(torch.autograd.Function):
         B, T, C3 = qkv.shape
         parts = qkv.view(B, T, 3, n_head, C3 // (3 * n_head))
         q_slot, k_slot, v_slot = roles
-        rotated = []
-        for slot in (q_slot, k_slot):
-            # Written head-major (B, H, T, D), the layout attention's batched matmuls read without a copy.
-            head_major = qkv.new_empty(B, n_head, T, parts.size(-1))
-            if qkv.dtype in _COMPLEX_VIEWABLE:
-                torch.mul(complex_pairs(parts[:, :, slot]), rot, out=complex_pairs(head_major.transpose(1, 2)))
-            else:  # bf16/fp16 under autocast: rotate in fp32, then store
-                head_major.transpose(1, 2).copy_(apply_rotary(parts[:, :, slot], rot))
-            rotated.append(head_major)
+        q, k = (torch.view_as_real(complex_pairs(_full_precision(parts[:, :, i])) * rot).flatten(-2).to(qkv.dtype)
+                for i in (q_slot, k_slot))
         ctx.save_for_backward(rot)
         ctx.roles, ctx.shape = roles, parts.shape
-        return rotated[0], rotated[1], parts[:, :, v_slot].transpose(1, 2)
+        return q, k, parts[:, :, v_slot]
 
     @staticmethod
     def backward(ctx, grad_q: Tensor, grad_k: Tensor, grad_v: Tensor):  # type: ignore[override]
@@ -176,12 +169,11 @@ class SplitRotate(torch.autograd.Function):
         grad = grad_q.new_empty(ctx.shape)
         # A rotation's transpose is the rotation by the opposite angle: multiply by the conjugate.
         for slot, g in ((q_slot, grad_q), (k_slot, grad_k)):
-            g = g.transpose(1, 2)  # (B, T, H, D), as the slots of grad
             if grad.dtype in _COMPLEX_VIEWABLE:
                 torch.mul(complex_pairs(g), rot.conj(), out=complex_pairs(grad[:, :, slot]))
-            else:
-                grad[:, :, slot] = apply_rotary(g, rot.conj())
-        grad[:, :, v_slot] = grad_v.transpose(1, 2)
+            else:  # bf16/fp16 under autocast: rotate in fp32, then store
+                grad[:, :, slot] = torch.view_as_real(complex_pairs(g.float()) * rot.conj()).flatten(-2)
+        grad[:, :, v_slot] = grad_v
         B, T = ctx.shape[:2]
         return grad.view(B, T, -1), None, None, None
 
