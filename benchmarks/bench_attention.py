@@ -23,7 +23,7 @@ import torch.nn.functional as F
 from torch import Tensor
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from bench_step import ROOT, Contender, alternate, miniformer_contender  # noqa: E402
+from bench_step import ROOT, print_ab, swapped_ab  # noqa: E402
 
 from miniformer.attention import SelfAttention  # noqa: E402
 from miniformer.params import Study  # noqa: E402
@@ -111,25 +111,12 @@ def step_ab(trials: int, rounds: int) -> None:
         return sdpa_path(self, q, k, v, mask, score_bias, is_causal_hint)
 
     SelfAttention._sdpa = patched
-    cfg = Study.load(ROOT / "params.yaml", "default").config("baseline", 0)
-    models = [miniformer_contender(name, cfg)[0] for name in ("X", "Y")]
-
-    def as_contender(c: Contender, kernel: bool) -> Contender:
-        def loss() -> Tensor:
-            use_kernel["on"] = kernel
-            return c.loss_fn()
-        return Contender("kernel" if kernel else "sdpa", c.model, loss, c.opt)
-
-    ratios = []
-    for trial in range(trials):
-        x_kernel = trial % 2 == 0
-        med = alternate([as_contender(models[0], x_kernel), as_contender(models[1], not x_kernel)], rounds, 4)
-        ratios.append(med["sdpa"] / med["kernel"])
-        print(f"| {trial} | {'X' if x_kernel else 'Y'} | {med['sdpa'] * 1e3:.1f} | {med['kernel'] * 1e3:.1f} "
-              f"| {ratios[-1]:.3f} |")
-    SelfAttention._sdpa = sdpa_path
-    print(f"\nMedian step speed with the explicit kernel × with SDPA: **{statistics.median(ratios):.3f}×** "
-          f"(range {min(ratios):.3f}–{max(ratios):.3f}).")
+    try:
+        cfg = Study.load(ROOT / "params.yaml", "default").config("baseline", 0)
+        results = swapped_ab(cfg, lambda on: use_kernel.update(on=on), trials, rounds)
+    finally:
+        SelfAttention._sdpa = sdpa_path
+    print_ab(results, "SDPA", "explicit kernel")
 
 
 def main() -> None:
@@ -143,8 +130,7 @@ def main() -> None:
     print(f"Explicit causal attention vs SDPA, {args.threads} threads, B=32, width 128 (median of {args.rounds} "
           "alternating rounds; the explicit kernel equals SDPA's output and gradients, checked first).\n")
     kernel_grid(args.rounds)
-    print("\n| trial | instance with the kernel | step, SDPA (ms) | step, explicit kernel (ms) | kernel speed × SDPA |")
-    print("|---|---|---|---|---|")
+    print("\nThe baseline's whole training step, SDPA vs the explicit kernel swapped in:\n")
     step_ab(args.trials, 5)
 
 

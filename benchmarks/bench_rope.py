@@ -1,78 +1,139 @@
-"""RoPE's cost in isolation: one layer's q/k split + rotation, forward and backward, at the seed config's shapes.
+"""RoPE's cost: one layer's q/k split + rotation in isolation, and the whole training step, at the seed config.
 
-Contenders (alternating, medians): the split alone (no rotation: what learned/none positions pay), the textbook
-rotate-half written with autograd ops (miniformer's first implementation), and the fused `SplitRotate` the model uses
-(one complex multiply per tensor each way, gradients written straight into the qkv gradient).
-Usage: python benchmarks/bench_rope.py [--threads 2] [--rounds 9]
+1. In isolation, forward + backward (alternating, medians): the split alone (no rotation: what learned/none positions
+   pay), the textbook rotate-half written with autograd ops (miniformer's first implementation), rotated copies of q
+   and k from one hand-written Function (the previous implementation, kept here to be measured), and the in-place
+   rotation the model uses (`positions.RotateQK`).
+2. The baseline's training step with rotated copies vs in place (two model instances swapping roles every trial).
+Usage: python benchmarks/bench_rope.py [--threads 2] [--rounds 9] [--trials 6]
 """
 
 from __future__ import annotations
 
 import argparse
 import statistics
+import sys
 import time
+from pathlib import Path
 
 import torch
+from torch import Tensor
 
-from miniformer.positions import Rotary
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from bench_step import ROOT, print_ab, swapped_ab  # noqa: E402
+
+from miniformer.params import Study  # noqa: E402
+from miniformer.positions import Rotary, complex_pairs  # noqa: E402
 
 B, T, H, D = 32, 128, 4, 32
 C = H * D
 
 
-def rotate_half(x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor) -> torch.Tensor:
+def rotate_half(x: Tensor, cos: Tensor, sin: Tensor) -> Tensor:
     """The autograd version: (first half, second half) pairs, as GPT-NeoX writes it."""
     x1, x2 = x.chunk(2, dim=-1)
     return torch.cat((x1 * cos - x2 * sin, x1 * sin + x2 * cos), dim=-1)
+
+
+class RotatedCopies(torch.autograd.Function):
+    """The previous implementation: new rotated q, k (B, T, H, D), v a view; gradients written into a new qkv grad."""
+
+    @staticmethod
+    def forward(ctx, qkv: Tensor, rot: Tensor, roles: tuple[int, int, int], n_head: int):  # type: ignore[override]
+        B_, T_, C3 = qkv.shape
+        parts = qkv.view(B_, T_, 3, n_head, C3 // (3 * n_head))
+        q, k = (torch.view_as_real(complex_pairs(parts[:, :, i]) * rot).flatten(-2) for i in roles[:2])
+        ctx.save_for_backward(rot)
+        ctx.roles, ctx.shape = roles, parts.shape
+        return q, k, parts[:, :, roles[2]]
+
+    @staticmethod
+    def backward(ctx, grad_q: Tensor, grad_k: Tensor, grad_v: Tensor):  # type: ignore[override]
+        (rot,) = ctx.saved_tensors
+        grad = grad_q.new_empty(ctx.shape)
+        for slot, g in zip(ctx.roles[:2], (grad_q, grad_k)):
+            torch.mul(complex_pairs(g), rot.conj(), out=complex_pairs(grad[:, :, slot]))
+        grad[:, :, ctx.roles[2]] = grad_v
+        return grad.view(ctx.shape[0], ctx.shape[1], -1), None, None, None
+
+
+def rotated_copies_hook(rope: Rotary, T_: int, device: torch.device, start: int = 0):
+    rot = rope.rotations(start + T_, device)[start:, None, :].expand(-1, rope.n_head, -1).contiguous()
+    return lambda qkv, roles: RotatedCopies.apply(qkv, rot, roles, rope.n_head)
+
+
+def isolation(rounds: int) -> None:
+    qkv = torch.randn(B, T, 3 * C, requires_grad=True)
+    grads = [torch.randn(B, H, T, D) for _ in range(3)]
+    rope = Rotary(D, H)
+    cpu = torch.device("cpu")
+    in_place, copies = rope.rotary(T, cpu), rotated_copies_hook(rope, T, cpu)
+    angles = torch.outer(torch.arange(T).float(), rope.inv_freq)
+    cos, sin = angles.cos(), angles.sin()
+
+    # Every contender starts from the same non-leaf (as the projection's output is): in place needs one.
+    def views(projected: Tensor) -> list[Tensor]:
+        return [t.view(B, T, H, D).transpose(1, 2) for t in projected.split(C, dim=2)]
+
+    def autograd_rotate_half(projected: Tensor) -> list[Tensor]:
+        q, k, v = views(projected)
+        return [rotate_half(q, cos, sin), rotate_half(k, cos, sin), v]
+
+    contenders = {
+        "split only (no rotation)": views,
+        "rotate-half, autograd": autograd_rotate_half,
+        "rotated copies (hand-written, previous)": lambda p: [t.transpose(1, 2) for t in copies(p, (0, 1, 2))],
+        "in place (RotateQK, used)": lambda p: [t.transpose(1, 2) for t in in_place(p, (0, 1, 2))],
+    }
+
+    def timed(fn, n: int = 20) -> float:
+        t = time.perf_counter()
+        for _ in range(n):
+            torch.autograd.backward(fn(qkv * 1), grads)
+        return (time.perf_counter() - t) / n
+
+    for fn in contenders.values():
+        timed(fn, 3)
+    samples: dict[str, list[float]] = {k: [] for k in contenders}
+    for _ in range(rounds):
+        for k, fn in contenders.items():
+            samples[k].append(timed(fn))
+    base = statistics.median(samples["split only (no rotation)"])
+    print("| q/k split + rotation, one layer, fwd+bwd | median ms | over split only (ms) |")
+    print("|---|---|---|")
+    for k, v in samples.items():
+        m = statistics.median(v)
+        print(f"| {k} | {m * 1e3:.2f} | {(m - base) * 1e3:+.2f} |")
+
+
+def step_ab(trials: int, rounds: int) -> None:
+    use_copies = {"on": False}
+    in_place = Rotary.rotary
+
+    def rotary(self: Rotary, T_: int, device: torch.device, start: int = 0):
+        return (rotated_copies_hook if use_copies["on"] else in_place)(self, T_, device, start)
+
+    Rotary.rotary = rotary  # type: ignore[method-assign]
+    try:
+        cfg = Study.load(ROOT / "params.yaml", "default").config("baseline", 0)
+        results = swapped_ab(cfg, lambda on: use_copies.update(on=on), trials, rounds)
+    finally:
+        Rotary.rotary = in_place  # type: ignore[method-assign]
+    # swapped_ab reports (off, on) = (in place, copies); print the speed of in place over copies
+    print_ab([(t_copies, t_in_place) for t_in_place, t_copies in results], "rotated copies", "in place")
 
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__)
     ap.add_argument("--threads", type=int, default=2)
     ap.add_argument("--rounds", type=int, default=9)
+    ap.add_argument("--trials", type=int, default=6)
     args = ap.parse_args()
     torch.set_num_threads(args.threads)
-    qkv = torch.randn(B, T, 3 * C, requires_grad=True)
-    grads = [torch.randn(B, H, T, D) for _ in range(3)]
-    rope = Rotary(D, H)
-    split_rotate = rope.rotary(T, torch.device("cpu"))
-    angles = torch.outer(torch.arange(T).float(), rope.inv_freq)
-    cos, sin = angles.cos(), angles.sin()
-
-    def views() -> list[torch.Tensor]:
-        return [t.view(B, T, H, D).transpose(1, 2) for t in qkv.split(C, dim=2)]
-
-    def split_only() -> list[torch.Tensor]:
-        return views()
-
-    def autograd_rotate_half() -> list[torch.Tensor]:
-        q, k, v = views()
-        return [rotate_half(q, cos, sin), rotate_half(k, cos, sin), v]
-
-    def fused() -> list[torch.Tensor]:
-        return [t.transpose(1, 2) for t in split_rotate(qkv, (0, 1, 2))]
-
-    contenders = {"split only (no rotation)": split_only, "rotate-half, autograd": autograd_rotate_half,
-                  "SplitRotate (fused, used)": fused}
-
-    def timed(fn, n: int = 20) -> float:
-        t = time.perf_counter()
-        for _ in range(n):
-            torch.autograd.backward(fn(), grads)
-        return (time.perf_counter() - t) / n
-
-    for fn in contenders.values():
-        timed(fn, 3)
-    samples: dict[str, list[float]] = {k: [] for k in contenders}
-    for _ in range(args.rounds):
-        for k, fn in contenders.items():
-            samples[k].append(timed(fn))
-    base = statistics.median(samples["split only (no rotation)"])
-    print(f"| q/k split + rotation, one layer, fwd+bwd ({args.threads} threads) | median ms | over split only (ms) |")
-    print("|---|---|---|")
-    for k, v in samples.items():
-        m = statistics.median(v)
-        print(f"| {k} | {m * 1e3:.2f} | {(m - base) * 1e3:+.2f} |")
+    print(f"RoPE at B={B} T={T} H={H} D={D}, {args.threads} threads.\n")
+    isolation(args.rounds)
+    print("\nThe baseline's whole training step, rotated copies vs in place:\n")
+    step_ab(args.trials, 5)
 
 
 if __name__ == "__main__":

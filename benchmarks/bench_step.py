@@ -14,6 +14,7 @@ import statistics
 import subprocess
 import sys
 import time
+from collections.abc import Callable
 from pathlib import Path
 
 import torch
@@ -108,6 +109,41 @@ def alternate(contenders: list[Contender], rounds: int, steps: int) -> dict[str,
         for c in contenders:
             times[c.name].append(c.step_time(steps))
     return {k: statistics.median(v) for k, v in times.items()}
+
+
+def swapped_ab(run: RunConfig, switch: Callable[[bool], None], trials: int, rounds: int, steps: int = 4
+               ) -> list[tuple[float, float]]:
+    """(step time with the variant off, with it on) per trial, for the model of ``run``.
+
+    Two instances of the same model alternate, one with the variant switched on (``switch(True)`` runs before each of
+    its steps), and swap roles every trial: on this box one instance can run a few percent faster than an identical
+    one, so a single pairing would measure the instances, not the variant.
+    """
+    instances = [miniformer_contender(name, run)[0] for name in ("X", "Y")]
+
+    def with_switch(c: Contender, on: bool) -> Contender:
+        def loss() -> torch.Tensor:
+            switch(on)
+            return c.loss_fn()
+        return Contender("on" if on else "off", c.model, loss, c.opt)
+
+    results = []
+    for trial in range(trials):
+        first_on = trial % 2 == 0
+        med = alternate([with_switch(instances[0], first_on), with_switch(instances[1], not first_on)], rounds, steps)
+        results.append((med["off"], med["on"]))
+    switch(False)
+    return results
+
+
+def print_ab(results: list[tuple[float, float]], off: str, on: str) -> None:
+    print(f"| trial | step, {off} (ms) | step, {on} (ms) | speed {on} × {off} |")
+    print("|---|---|---|---|")
+    for i, (t_off, t_on) in enumerate(results):
+        print(f"| {i} | {t_off * 1e3:.1f} | {t_on * 1e3:.1f} | {t_off / t_on:.3f} |")
+    ratios = [t_off / t_on for t_off, t_on in results]
+    print(f"\nMedian over {len(ratios)} instance-swapped trials: **{statistics.median(ratios):.3f}×** "
+          f"(range {min(ratios):.3f}–{max(ratios):.3f}).\n")
 
 
 def job_overhead() -> dict[str, float]:
