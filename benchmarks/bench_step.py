@@ -1,6 +1,6 @@
 """Training-step speed: miniformer vs the single-file-GPT reference, in one process, alternating, medians.
 
-Usage: python benchmarks/bench_step.py [--rounds 5] [--steps 10] [--threads 2] [--variants] [--device cuda]
+Usage: python benchmarks/bench_step.py [--trials 3] [--rounds 5] [--steps 10] [--threads 2] [--variants] [--device cuda]
 Prints a Markdown section (date, commit, ratios, MFU vs a same-process GEMM, per-variant throughput, per-job
 overhead) for benchmarks/RESULTS.md. On CUDA both contenders run under bf16 autocast (as the gpu profile trains) and
 the GEMM rate is a bf16 one; on CPU everything is fp32.
@@ -176,6 +176,7 @@ def device_line() -> str:
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__)
+    ap.add_argument("--trials", type=int, default=3)
     ap.add_argument("--rounds", type=int, default=5)
     ap.add_argument("--steps", type=int, default=10)
     ap.add_argument("--threads", type=int, default=2)
@@ -190,24 +191,29 @@ def main() -> None:
           f"torch {torch.__version__}, {device_line()}, B={B} T={T}\n")
 
     study = Study.load(ROOT / "params.yaml", "default")
-    ours, model = miniformer_contender("miniformer", study.config("baseline", 0))
-    ref = reference_contender()
-    # A second, identical reference: the ratio between the two is this run's noise floor.
-    twin = reference_contender()
-    twin.name = "reference (second instance)"
+    # Fresh instances every trial (one instance can run a few percent faster than an identical one on this box), and
+    # a second reference in each: the reference against itself is the trial's noise floor.
     gemm_before = gemm_flops(args.threads)
-    med = alternate([ref, ours, twin], args.rounds, args.steps)
+    trials: list[dict[str, float]] = []
+    for _ in range(args.trials):
+        ours, model = miniformer_contender("miniformer", study.config("baseline", 0))
+        twin = reference_contender()
+        twin.name = "twin"
+        trials.append(alternate([reference_contender(), ours, twin], args.rounds, args.steps))
     gemm = (gemm_before + gemm_flops(args.threads)) / 2
     torch.set_num_threads(args.threads)
     fpt = flops_per_token(model)
+    med = {name: statistics.median(t[name] for t in trials) for name in ("reference", "miniformer")}
     print("| contender | median step (ms) | tokens/s | FLOPs/step (G) | MFU vs GEMM |")
     print("|---|---|---|---|---|")
-    for name, c in (("reference", ref), ("miniformer", ours)):
-        s = med[c.name]
+    for name, s in med.items():
         print(f"| {name} | {s * 1e3:.1f} | {B * T / s:,.0f} | {fpt * B * T / 1e9:.2f} | {fpt * B * T / s / gemm:.2f} |")
-    print(f"\nSpeed ratio miniformer / reference = **{med['reference'] / med['miniformer']:.3f}×** "
-          f"(median of {args.rounds} alternating rounds of {args.steps} steps); noise floor: the reference against a "
-          f"second instance of itself = {med['reference'] / med[twin.name]:.3f}×. Same-process GEMM "
+    ratios = [t["reference"] / t["miniformer"] for t in trials]
+    floors = [t["reference"] / t["twin"] for t in trials]
+    print(f"\nSpeed ratio miniformer / reference = **{statistics.median(ratios):.3f}×**, median of {args.trials} "
+          f"trials (each {args.rounds} alternating rounds of {args.steps} steps on fresh instances): "
+          f"{', '.join(f'{r:.3f}' for r in ratios)}. Noise floor, the reference against a second instance of itself: "
+          f"{', '.join(f'{r:.3f}' for r in floors)}. Same-process GEMM "
           f"({'bf16 4096³' if DEVICE.type == 'cuda' else 'fp32 1024³'}): {gemm / 1e9:.0f} GFLOP/s. "
           "FLOPs counted by `miniformer.flops` for both (same shapes).\n")
 
@@ -218,7 +224,7 @@ def main() -> None:
         print("|---|---|---|---|")
         for exp in study.experiments:
             c, _ = miniformer_contender(exp, study.config(exp, 0))
-            pair = alternate([ours, c], max(1, args.rounds // 3), args.steps)
+            pair = alternate([ours, c], args.rounds, args.steps)
             print(f"| {exp} | {pair[exp] * 1e3:.1f} | {B * T / pair[exp]:,.0f} | {pair[ours.name] / pair[exp]:.2f} |")
         print()
 
