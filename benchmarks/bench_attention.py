@@ -130,8 +130,9 @@ def main() -> None:
     print(f"Explicit causal attention vs SDPA, {args.threads} threads, B=32, width 128 (median of {args.rounds} "
           "alternating rounds; the explicit kernel equals SDPA's output and gradients, checked first).\n")
     kernel_grid(args.rounds)
-    print("\nThe baseline's whole training step, SDPA vs the explicit kernel swapped in:\n")
-    step_ab(args.trials, 5)
+    if args.trials:
+        print("\nThe baseline's whole training step, SDPA vs the explicit kernel swapped in:\n")
+        step_ab(args.trials, 5)
 
 
 if __name__ == "__main__":

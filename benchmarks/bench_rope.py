@@ -1,10 +1,10 @@
 """RoPE's cost: one layer's q/k split + rotation in isolation, and the whole training step, at the seed config.
 
 1. In isolation, forward + backward (alternating, medians): the split alone (no rotation: what learned/none positions
-   pay), the textbook rotate-half written with autograd ops (miniformer's first implementation), the hand-written
-   `positions.SplitRotate` the model uses (rotated copies of q and k, gradients written into the qkv gradient), and a
-   rotation in place inside qkv (measured, not adopted).
-2. The baseline's training step with SplitRotate vs in place (two model instances swapping roles every trial).
+   pay), the textbook rotate-half written with autograd ops (miniformer's first implementation), rotated copies of q
+   and k from one hand-written Function (the previous implementation, kept here to be measured), and the in-place
+   rotation the model uses (`positions.RotateQK`).
+2. The baseline's training step with rotated copies vs in place (two model instances swapping roles every trial).
 Usage: python benchmarks/bench_rope.py [--threads 2] [--rounds 9] [--trials 6]
 """
 
@@ -23,7 +23,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from bench_step import ROOT, print_ab, swapped_ab  # noqa: E402
 
 from miniformer.params import Study  # noqa: E402
-from miniformer.positions import Rotary  # noqa: E402
+from miniformer.positions import Rotary, complex_pairs  # noqa: E402
 
 B, T, H, D = 32, 128, 4, 32
 C = H * D
@@ -35,39 +35,31 @@ def rotate_half(x: Tensor, cos: Tensor, sin: Tensor) -> Tensor:
     return torch.cat((x1 * cos - x2 * sin, x1 * sin + x2 * cos), dim=-1)
 
 
-class RotateInPlace(torch.autograd.Function):
-    """Measured, not adopted: rotate the q and k thirds of qkv in place (and the gradient in place), then split."""
+class RotatedCopies(torch.autograd.Function):
+    """The previous implementation: new rotated q, k (B, T, H, D), v a view; gradients written into a new qkv grad."""
 
     @staticmethod
-    def forward(ctx, qkv: Tensor, rot: Tensor, slots: tuple[int, int], n_head: int):  # type: ignore[override]
-        rotate_slots(qkv, rot, slots, n_head)
-        ctx.mark_dirty(qkv)
+    def forward(ctx, qkv: Tensor, rot: Tensor, roles: tuple[int, int, int], n_head: int):  # type: ignore[override]
+        B_, T_, C3 = qkv.shape
+        parts = qkv.view(B_, T_, 3, n_head, C3 // (3 * n_head))
+        q, k = (torch.view_as_real(complex_pairs(parts[:, :, i]) * rot).flatten(-2) for i in roles[:2])
         ctx.save_for_backward(rot)
-        ctx.slots, ctx.n_head = slots, n_head
-        return qkv
+        ctx.roles, ctx.shape = roles, parts.shape
+        return q, k, parts[:, :, roles[2]]
 
     @staticmethod
-    def backward(ctx, grad: Tensor):  # type: ignore[override]
+    def backward(ctx, grad_q: Tensor, grad_k: Tensor, grad_v: Tensor):  # type: ignore[override]
         (rot,) = ctx.saved_tensors
-        rotate_slots(grad, rot.conj(), ctx.slots, ctx.n_head)  # the split's fresh concatenation, ours alone
-        return grad, None, None, None
+        grad = grad_q.new_empty(ctx.shape)
+        for slot, g in zip(ctx.roles[:2], (grad_q, grad_k)):
+            torch.mul(complex_pairs(g), rot.conj(), out=complex_pairs(grad[:, :, slot]))
+        grad[:, :, ctx.roles[2]] = grad_v
+        return grad.view(ctx.shape[0], ctx.shape[1], -1), None, None, None
 
 
-def rotate_slots(qkv: Tensor, rot: Tensor, slots: tuple[int, int], n_head: int) -> None:
-    parts = qkv.view(qkv.size(0), qkv.size(1), 3, n_head, -1)
-    for slot in slots:
-        torch.view_as_complex(parts[:, :, slot].unflatten(-1, (-1, 2))).mul_(rot)  # raises rather than copies
-
-
-def in_place_hook(rope: Rotary, T_: int, device: torch.device, start: int = 0):
+def rotated_copies_hook(rope: Rotary, T_: int, device: torch.device, start: int = 0):
     rot = rope.rotations(start + T_, device)[start:, None, :].expand(-1, rope.n_head, -1).contiguous()
-
-    def split_rotate(qkv: Tensor, roles: tuple[int, int, int]) -> tuple[Tensor, ...]:
-        B_, T2, C3 = qkv.shape
-        parts = RotateInPlace.apply(qkv, rot, roles[:2], rope.n_head).split(C3 // 3, dim=2)
-        return tuple(parts[i].view(B_, T2, rope.n_head, -1) for i in roles)
-
-    return split_rotate
+    return lambda qkv, roles: RotatedCopies.apply(qkv, rot, roles, rope.n_head)
 
 
 def isolation(rounds: int) -> None:
@@ -75,7 +67,7 @@ def isolation(rounds: int) -> None:
     grads = [torch.randn(B, H, T, D) for _ in range(3)]
     rope = Rotary(D, H)
     cpu = torch.device("cpu")
-    fused, in_place = rope.rotary(T, cpu), in_place_hook(rope, T, cpu)
+    in_place, copies = rope.rotary(T, cpu), rotated_copies_hook(rope, T, cpu)
     angles = torch.outer(torch.arange(T).float(), rope.inv_freq)
     cos, sin = angles.cos(), angles.sin()
 
@@ -90,8 +82,8 @@ def isolation(rounds: int) -> None:
     contenders = {
         "split only (no rotation)": views,
         "rotate-half, autograd": autograd_rotate_half,
-        "SplitRotate (rotated copies, used)": lambda p: [t.transpose(1, 2) for t in fused(p, (0, 1, 2))],
-        "in place (not adopted)": lambda p: [t.transpose(1, 2) for t in in_place(p, (0, 1, 2))],
+        "rotated copies (hand-written, previous)": lambda p: [t.transpose(1, 2) for t in copies(p, (0, 1, 2))],
+        "in place (RotateQK, used)": lambda p: [t.transpose(1, 2) for t in in_place(p, (0, 1, 2))],
     }
 
     def timed(fn, n: int = 20) -> float:
@@ -115,19 +107,20 @@ def isolation(rounds: int) -> None:
 
 
 def step_ab(trials: int, rounds: int) -> None:
-    use_in_place = {"on": False}
-    used = Rotary.rotary
+    use_copies = {"on": False}
+    in_place = Rotary.rotary
 
     def rotary(self: Rotary, T_: int, device: torch.device, start: int = 0):
-        return (in_place_hook if use_in_place["on"] else used)(self, T_, device, start)
+        return (rotated_copies_hook if use_copies["on"] else in_place)(self, T_, device, start)
 
     Rotary.rotary = rotary  # type: ignore[method-assign]
     try:
         cfg = Study.load(ROOT / "params.yaml", "default").config("baseline", 0)
-        results = swapped_ab(cfg, lambda on: use_in_place.update(on=on), trials, rounds)
+        results = swapped_ab(cfg, lambda on: use_copies.update(on=on), trials, rounds)
     finally:
-        Rotary.rotary = used  # type: ignore[method-assign]
-    print_ab(results, "SplitRotate", "in place")
+        Rotary.rotary = in_place  # type: ignore[method-assign]
+    # swapped_ab reports (off, on) = (in place, copies); print the speed of in place over copies
+    print_ab([(t_copies, t_in_place) for t_in_place, t_copies in results], "rotated copies", "in place")
 
 
 def main() -> None:
@@ -139,8 +132,9 @@ def main() -> None:
     torch.set_num_threads(args.threads)
     print(f"RoPE at B={B} T={T} H={H} D={D}, {args.threads} threads.\n")
     isolation(args.rounds)
-    print("\nThe baseline's whole training step, SplitRotate (used) vs in place:\n")
-    step_ab(args.trials, 5)
+    if args.trials:
+        print("\nThe baseline's whole training step, rotated copies vs in place (used):\n")
+        step_ab(args.trials, 5)
 
 
 if __name__ == "__main__":

@@ -92,13 +92,13 @@ def miniformer_contender(name: str, run: RunConfig) -> tuple[Contender, MiniForm
     return Contender(name, model, lambda: model(x, y, attn_mask=mask)["loss"], opt), model
 
 
-def reference_contender() -> Contender:
-    """The bar, with PyTorch's default AdamW as the single-file GPTs use it."""
+def reference_contender(name: str = "reference", rope: bool = False) -> Contender:
+    """The bar, with PyTorch's default AdamW as the single-file GPTs use it; ``rope``: the same-architecture variant."""
     torch.manual_seed(0)
-    model = RefGPT(VOCAB, T, 4, 4, 128).to(DEVICE)
+    model = RefGPT(VOCAB, T, 4, 4, 128, rope=rope).to(DEVICE)
     tokens = torch.randint(0, VOCAB, (B, T + 1), device=DEVICE)
     x, y = tokens[:, :-1].contiguous(), tokens[:, 1:].contiguous()
-    return Contender("reference", model, lambda: model(x, y), torch.optim.AdamW(model.parameters(), lr=1e-3))
+    return Contender(name, model, lambda: model(x, y), torch.optim.AdamW(model.parameters(), lr=1e-3))
 
 
 def alternate(contenders: list[Contender], rounds: int, steps: int) -> dict[str, float]:
@@ -192,30 +192,40 @@ def main() -> None:
 
     study = Study.load(ROOT / "params.yaml", "default")
     # Fresh instances every trial (one instance can run a few percent faster than an identical one on this box), and
-    # a second reference in each: the reference against itself is the trial's noise floor.
-    gemm_before = gemm_flops(args.threads)
+    # a second reference in each: the reference against itself is the trial's noise floor. "reference, RoPE" is the
+    # same reference with miniformer's baseline architecture (RoPE instead of learned positions), written LLaMA-style.
     trials: list[dict[str, float]] = []
+    gemms: list[float] = []
     for _ in range(args.trials):
         ours, model = miniformer_contender("miniformer", study.config("baseline", 0))
-        twin = reference_contender()
-        twin.name = "twin"
-        trials.append(alternate([reference_contender(), ours, twin], args.rounds, args.steps))
-    gemm = (gemm_before + gemm_flops(args.threads)) / 2
-    torch.set_num_threads(args.threads)
+        contenders = [reference_contender(), ours, reference_contender("twin"),
+                      reference_contender("reference, RoPE", rope=True)]
+        gemms.append(gemm_flops(args.threads))
+        torch.set_num_threads(args.threads)
+        trials.append(alternate(contenders, args.rounds, args.steps))
+    gemm = statistics.median(gemms)
     fpt = flops_per_token(model)
-    med = {name: statistics.median(t[name] for t in trials) for name in ("reference", "miniformer")}
+    names = ("reference", "reference, RoPE", "miniformer")
+    med = {name: statistics.median(t[name] for t in trials) for name in names}
     print("| contender | median step (ms) | tokens/s | FLOPs/step (G) | MFU vs GEMM |")
     print("|---|---|---|---|---|")
     for name, s in med.items():
         print(f"| {name} | {s * 1e3:.1f} | {B * T / s:,.0f} | {fpt * B * T / 1e9:.2f} | {fpt * B * T / s / gemm:.2f} |")
-    ratios = [t["reference"] / t["miniformer"] for t in trials]
-    floors = [t["reference"] / t["twin"] for t in trials]
+
+    def per_trial(a: str, b: str) -> list[float]:
+        return [t[a] / t[b] for t in trials]
+
+    def listed(ratios: list[float]) -> str:
+        return ", ".join(f"{r:.3f}" for r in ratios)
+
+    ratios, rope_ratios, floors = (per_trial("reference", "miniformer"), per_trial("reference, RoPE", "miniformer"),
+                                   per_trial("reference", "twin"))
     print(f"\nSpeed ratio miniformer / reference = **{statistics.median(ratios):.3f}×**, median of {args.trials} "
-          f"trials (each {args.rounds} alternating rounds of {args.steps} steps on fresh instances): "
-          f"{', '.join(f'{r:.3f}' for r in ratios)}. Noise floor, the reference against a second instance of itself: "
-          f"{', '.join(f'{r:.3f}' for r in floors)}. Same-process GEMM "
-          f"({'bf16 4096³' if DEVICE.type == 'cuda' else 'fp32 1024³'}): {gemm / 1e9:.0f} GFLOP/s. "
-          "FLOPs counted by `miniformer.flops` for both (same shapes).\n")
+          f"trials, each {args.rounds} alternating rounds of {args.steps} steps on fresh instances: {listed(ratios)}. "
+          f"Noise floor, the reference against a second instance of itself: {listed(floors)}. "
+          f"Against the same architecture (reference, RoPE): **{statistics.median(rope_ratios):.3f}×** "
+          f"({listed(rope_ratios)}). Same-process GEMM ({'bf16 4096³' if DEVICE.type == 'cuda' else 'fp32 1024³'}, "
+          f"median of the trials): {gemm / 1e9:.0f} GFLOP/s. FLOPs counted by `miniformer.flops` (same shapes).\n")
 
     if args.variants:
         # Each variant alternates with the baseline model: the ratio is robust to the box's drift, the times are not.
@@ -224,7 +234,7 @@ def main() -> None:
         print("|---|---|---|---|")
         for exp in study.experiments:
             c, _ = miniformer_contender(exp, study.config(exp, 0))
-            pair = alternate([ours, c], args.rounds, args.steps)
+            pair = alternate([ours, c], max(2, args.rounds // 2), args.steps)
             print(f"| {exp} | {pair[exp] * 1e3:.1f} | {B * T / pair[exp]:,.0f} | {pair[ours.name] / pair[exp]:.2f} |")
         print()
 

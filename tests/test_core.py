@@ -35,7 +35,7 @@ from miniformer.objectives import (
     span_batch,
     window_length,
 )
-from miniformer.positions import Rotary, SplitRotate, alibi_slopes, apply_rotary, sinusoidal_table
+from miniformer.positions import Rotary, alibi_slopes, apply_rotary, sinusoidal_table
 
 POSITIONS = ["learned", "sinusoidal", "rope", "alibi", "t5", "none"]
 
@@ -192,13 +192,17 @@ def test_rope_scores_depend_only_on_relative_offset():
 
 
 @pytest.mark.parametrize("roles", [(0, 1, 2), (1, 0, 2), (2, 0, 1)])
-def test_fused_split_rotate_equals_split_then_rotate(roles):
-    """The hand-written SplitRotate (forward and backward) equals autograd through slice → rotate."""
+def test_in_place_rope_equals_split_then_rotate(roles):
+    """The RoPE hook (in-place RotateQK, then split) equals autograd through slice → rotate, forward and backward."""
     B, T, H, D = 2, 5, 3, 4
-    rot = Rotary(D).rotations(T, torch.device("cpu"))
+    rope = Rotary(D, H)
+    split_rotate = rope.rotary(T, torch.device("cpu"))
+    rot = rope.rotations(T, torch.device("cpu"))
     torch.manual_seed(0)
     qkv = torch.randn(B, T, 3 * H * D, requires_grad=True)
-    fused = SplitRotate.apply(qkv, rot[:, None, :], roles, H)
+    projected = qkv * 1  # a non-leaf, as the projection's output is in the model
+    fused = split_rotate(projected, roles)
+    assert all(t.untyped_storage().data_ptr() == projected.untyped_storage().data_ptr() for t in fused)  # no copies
     parts = qkv.view(B, T, 3, H, D)
     plain = [apply_rotary(parts[:, :, roles[0]].transpose(1, 2), rot).transpose(1, 2),
              apply_rotary(parts[:, :, roles[1]].transpose(1, 2), rot).transpose(1, 2), parts[:, :, roles[2]]]
@@ -209,9 +213,18 @@ def test_fused_split_rotate_equals_split_then_rotate(roles):
         torch.testing.assert_close(a, b)
     torch.testing.assert_close(g_fused, g_plain)
     qkv64 = torch.randn(B, T, 3 * H * D, dtype=torch.float64, requires_grad=True)
-    # clones: gradcheck perturbs qkv in place, and v is a view of it
-    assert torch.autograd.gradcheck(lambda x: [t.clone() for t in SplitRotate.apply(x, rot[:, None, :], roles, H)],
-                                    (qkv64,))
+    rope64 = Rotary(D, H).double().rotary(T, torch.device("cpu"))
+    assert torch.autograd.gradcheck(lambda x: rope64(x.clone(), roles), (qkv64,))
+
+
+def test_in_place_rope_in_bfloat16_matches_float32():
+    """Half precision has no complex view: the fallback rotates in fp32 and stores back, still in place."""
+    rope = Rotary(4, 2).rotary(6, torch.device("cpu"))
+    qkv = torch.randn(1, 6, 24)
+    full = rope(qkv.clone(), (0, 1, 2))
+    half = rope(qkv.bfloat16(), (0, 1, 2))
+    for a, b in zip(half, full):
+        torch.testing.assert_close(a.float(), b, rtol=2e-2, atol=2e-2)
 
 
 def test_alibi_slopes_follow_press_et_al():
