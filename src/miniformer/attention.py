@@ -90,7 +90,7 @@ def self_attention(
 # The module the model uses
 # ---------------------------------------------------------------------------------------------------------------------
 
-# (fused qkv (B,T,3C), roles) -> q, k, v as (B,T,H,D), q and k rotated; see positions.RotateQK.
+# (fused qkv (B,T,3C), roles) -> q, k, v as (B,T,H,D) views of qkv, q and k rotated in place; see positions.RotateQK.
 RotaryFn = Callable[[Tensor, tuple[int, int, int]], tuple[Tensor, Tensor, Tensor]]
 _ROLE_INDEX = {"q": 0, "k": 1, "v": 2}
 

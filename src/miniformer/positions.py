@@ -27,7 +27,7 @@ class PositionMethod(nn.Module):
         return None
 
     def rotary(self, T: int, device: torch.device, start: int = 0):  # -> RotaryFn | None
-        """A function (qkv, roles) -> q, k, v of shape (B,T,H,D) with q and k rotated, or None."""
+        """A function (qkv, roles) -> q, k, v of shape (B,T,H,D), q and k rotated inside qkv (in place); or None."""
         return None
 
     def score_bias(self, T: int, device: torch.device, start: int = 0) -> Tensor | None:
@@ -117,10 +117,10 @@ class Rotary(PositionMethod):
         rot = self.rotations(start + T, device)[start:, None, :].expand(-1, self.n_head, -1).contiguous()
 
         def split_rotate(qkv: Tensor, roles: tuple[int, int, int]) -> tuple[Tensor, Tensor, Tensor]:
-            B, T, C3 = qkv.shape
-            C = C3 // 3
-            parts = RotateQK.apply(qkv, rot, roles[:2], self.n_head).split(C, dim=2)
-            return tuple(parts[i].view(B, T, self.n_head, C // self.n_head) for i in roles)  # type: ignore[return-value]
+            batch, length, width3 = qkv.shape
+            parts = RotateQK.apply(qkv, rot, roles[:2], self.n_head).split(width3 // 3, dim=2)
+            heads = (batch, length, self.n_head, self.head_dim)
+            return tuple(parts[i].view(heads) for i in roles)  # type: ignore[return-value]
 
         return split_rotate
 
@@ -168,6 +168,7 @@ class RotateQK(torch.autograd.Function):
         # A rotation's transpose is the rotation by the opposite angle: multiply by the conjugate. The gradient is
         # the fresh concatenation that the split's backward built for this Function alone, so it is rotated in place.
         (rot,) = ctx.saved_tensors
+        grad = grad.contiguous()  # a no-op for the concatenation; a copy only if autograd ever hands us another layout
         _rotate_slots(grad, rot.conj(), ctx.slots, ctx.n_head)
         return grad, None, None, None
 
