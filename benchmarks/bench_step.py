@@ -2,8 +2,9 @@
 
 Usage: python benchmarks/bench_step.py [--trials 3] [--rounds 5] [--steps 10] [--threads 2] [--variants] [--device cuda]
 Prints a Markdown section (date, commit, ratios, MFU vs a same-process GEMM, per-variant throughput, per-job
-overhead) for benchmarks/RESULTS.md. On CUDA both contenders run under bf16 autocast (as the gpu profile trains) and
-the GEMM rate is a bf16 one; on CPU everything is fp32.
+overhead) for benchmarks/RESULTS.md. Every trial builds fresh instances of miniformer's baseline, the reference, a
+second reference (the noise floor) and the same-architecture reference (RoPE), and alternates them. On CUDA all run
+under bf16 autocast (as the gpu profile trains) and the GEMM rate is a bf16 one; on CPU everything is fp32.
 """
 
 from __future__ import annotations
