@@ -2,8 +2,8 @@
 # The device check for a lent GPU machine, as one prepared script of a few minutes. From the project root:
 #   bash benchmarks/gpu_check.sh [OUT_DIR]          (STEPS=200 SEEDS=1 by default; OUT_DIR defaults to $OUT or gpu-check)
 # Needs a Python with a CUDA build of torch and the project's pipeline deps on PATH. It measures:
-#   1. bench_step.py --device cuda: tokens/s of the reference vs miniformer at the seed config, both under bf16
-#      autocast, and MFU against a same-process bf16 GEMM;
+#   1. bench_step.py --device cuda: tokens/s of miniformer vs the reference and the same-architecture (RoPE) reference
+#      at the seed config, fresh instances per trial, all under bf16 autocast, and MFU against a same-process bf16 GEMM;
 #   2. the gpu profile's study with the steps cut to STEPS and SEEDS seeds per experiment, under
 #      profiles/gpu-workstation (train jobs share the one GPU through the `gpu` resource, 4 at a time): wall time,
 #      job time per rule (study_time.py), per-run tokens/s and peak memory (results/perf.json), the report;
