@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import argparse
 import math
-import statistics
 import sys
 import time
 from pathlib import Path
@@ -23,7 +22,7 @@ import torch.nn.functional as F
 from torch import Tensor
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from bench_step import ROOT, print_ab, swapped_ab  # noqa: E402
+from bench_step import ROOT, alternate_timed, print_ab, swapped_ab  # noqa: E402
 
 from miniformer.attention import SelfAttention  # noqa: E402
 from miniformer.params import Study  # noqa: E402
@@ -81,13 +80,8 @@ def time_cell(H: int, T: int, D: int, rounds: int, batch: int) -> tuple[float, f
             fn().backward(grad_out)
         return (time.perf_counter() - t) / n
 
-    for fn in contenders.values():
-        timed(fn, 2)
-    samples: dict[str, list[float]] = {name: [] for name in contenders}
-    for _ in range(rounds):
-        for name, fn in contenders.items():
-            samples[name].append(timed(fn))
-    return statistics.median(samples["sdpa"]), statistics.median(samples["explicit"])
+    med = alternate_timed({name: (lambda fn=fn: timed(fn)) for name, fn in contenders.items()}, rounds)
+    return med["sdpa"], med["explicit"]
 
 
 def kernel_grid(rounds: int, batch: int = 32, width: int = 128) -> None:

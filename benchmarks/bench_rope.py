@@ -11,7 +11,6 @@ Usage: python benchmarks/bench_rope.py [--threads 2] [--rounds 9] [--trials 6]
 from __future__ import annotations
 
 import argparse
-import statistics
 import sys
 import time
 from pathlib import Path
@@ -20,7 +19,7 @@ import torch
 from torch import Tensor
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from bench_step import ROOT, print_ab, swapped_ab  # noqa: E402
+from bench_step import ROOT, alternate_timed, print_ab, swapped_ab  # noqa: E402
 
 from miniformer.params import Study  # noqa: E402
 from miniformer.positions import Rotary, complex_pairs  # noqa: E402
@@ -92,18 +91,12 @@ def isolation(rounds: int) -> None:
             torch.autograd.backward(fn(qkv * 1), grads)
         return (time.perf_counter() - t) / n
 
-    for fn in contenders.values():
-        timed(fn, 3)
-    samples: dict[str, list[float]] = {k: [] for k in contenders}
-    for _ in range(rounds):
-        for k, fn in contenders.items():
-            samples[k].append(timed(fn))
-    base = statistics.median(samples["split only (no rotation)"])
+    med = alternate_timed({name: (lambda fn=fn: timed(fn)) for name, fn in contenders.items()}, rounds)
+    base = med["split only (no rotation)"]
     print("| q/k split + rotation, one layer, fwd+bwd | median ms | over split only (ms) |")
     print("|---|---|---|")
-    for k, v in samples.items():
-        m = statistics.median(v)
-        print(f"| {k} | {m * 1e3:.2f} | {(m - base) * 1e3:+.2f} |")
+    for name, m in med.items():
+        print(f"| {name} | {m * 1e3:.2f} | {(m - base) * 1e3:+.2f} |")
 
 
 def step_ab(trials: int, rounds: int) -> None:

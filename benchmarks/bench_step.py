@@ -102,14 +102,19 @@ def reference_contender(name: str = "reference", rope: bool = False) -> Contende
     return Contender(name, model, lambda: model(x, y), torch.optim.AdamW(model.parameters(), lr=1e-3))
 
 
-def alternate(contenders: list[Contender], rounds: int, steps: int) -> dict[str, float]:
-    for c in contenders:
-        c.step_time(2)  # warm-up
-    times: dict[str, list[float]] = {c.name: [] for c in contenders}
+def alternate_timed(timers: dict[str, Callable[[], float]], rounds: int) -> dict[str, float]:
+    """Median of each timer's seconds over ``rounds`` rounds that call them in turn, after one warm-up call each."""
+    for timer in timers.values():
+        timer()
+    samples: dict[str, list[float]] = {name: [] for name in timers}
     for _ in range(rounds):
-        for c in contenders:
-            times[c.name].append(c.step_time(steps))
-    return {k: statistics.median(v) for k, v in times.items()}
+        for name, timer in timers.items():
+            samples[name].append(timer())
+    return {name: statistics.median(v) for name, v in samples.items()}
+
+
+def alternate(contenders: list[Contender], rounds: int, steps: int) -> dict[str, float]:
+    return alternate_timed({c.name: (lambda c=c: c.step_time(steps)) for c in contenders}, rounds)
 
 
 def swapped_ab(run: RunConfig, switch: Callable[[bool], None], trials: int, rounds: int, steps: int = 4
