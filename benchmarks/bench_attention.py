@@ -22,10 +22,9 @@ import torch.nn.functional as F
 from torch import Tensor
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from bench_step import ROOT, alternate_timed, print_ab, swapped_ab  # noqa: E402
+from bench_step import alternate_timed, print_ab, swapped_ab  # noqa: E402
 
 from miniformer.attention import SelfAttention  # noqa: E402
-from miniformer.params import Study  # noqa: E402
 
 GRID = [(4, 32), (1, 128), (2, 128), (4, 128), (8, 128), (16, 128), (4, 256)]  # (heads, T) at B 32, width 128
 
@@ -93,24 +92,14 @@ def kernel_grid(rounds: int, batch: int = 32, width: int = 128) -> None:
         print(f"| {H} | {T} | {scores:,} | {sdpa * 1e3:.2f} | {explicit * 1e3:.2f} | {sdpa / explicit:.2f} |")
 
 
-def step_ab(trials: int, rounds: int) -> None:
-    """The baseline step with the explicit kernel in place of SDPA's causal path vs as shipped."""
-    use_kernel = {"on": False}
-    sdpa_path = SelfAttention._sdpa
+SDPA_PATH = SelfAttention._sdpa  # as shipped, captured before swapped_ab patches it
 
-    def patched(self, q, k, v, mask, score_bias, is_causal_hint):
-        if use_kernel["on"] and score_bias is None and is_causal_hint:
-            scale = 1.0 / math.sqrt(q.size(-1)) if self.scale else 1.0
-            return ExplicitCausal.apply(q, k, v, scale)
-        return sdpa_path(self, q, k, v, mask, score_bias, is_causal_hint)
 
-    SelfAttention._sdpa = patched
-    try:
-        cfg = Study.load(ROOT / "params.yaml", "default").config("baseline", 0)
-        results = swapped_ab(cfg, lambda on: use_kernel.update(on=on), trials, rounds)
-    finally:
-        SelfAttention._sdpa = sdpa_path
-    print_ab(results, "SDPA", "explicit kernel")
+def explicit_causal_path(self: SelfAttention, q, k, v, mask, score_bias, is_causal_hint):
+    """SelfAttention._sdpa with the explicit kernel serving the plain causal case."""
+    if score_bias is None and is_causal_hint:
+        return ExplicitCausal.apply(q, k, v, 1.0 / math.sqrt(q.size(-1)) if self.scale else 1.0)
+    return SDPA_PATH(self, q, k, v, mask, score_bias, is_causal_hint)
 
 
 def main() -> None:
@@ -126,7 +115,8 @@ def main() -> None:
     kernel_grid(args.rounds)
     if args.trials:
         print("\nThe baseline's whole training step, SDPA vs the explicit kernel swapped in:\n")
-        step_ab(args.trials, 5)
+        results = swapped_ab(SelfAttention, "_sdpa", explicit_causal_path, args.trials, 5)
+        print_ab(results, "SDPA", "explicit kernel")
 
 
 if __name__ == "__main__":

@@ -19,9 +19,8 @@ import torch
 from torch import Tensor
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from bench_step import ROOT, alternate_timed, print_ab, swapped_ab  # noqa: E402
+from bench_step import alternate_timed, print_ab, swapped_ab  # noqa: E402
 
-from miniformer.params import Study  # noqa: E402
 from miniformer.positions import Rotary, complex_pairs  # noqa: E402
 
 B, T, H, D = 32, 128, 4, 32
@@ -99,23 +98,6 @@ def isolation(rounds: int) -> None:
         print(f"| {name} | {m * 1e3:.2f} | {(m - base) * 1e3:+.2f} |")
 
 
-def step_ab(trials: int, rounds: int) -> None:
-    use_copies = {"on": False}
-    in_place = Rotary.rotary
-
-    def rotary(self: Rotary, T_: int, device: torch.device, start: int = 0):
-        return (rotated_copies_hook if use_copies["on"] else in_place)(self, T_, device, start)
-
-    Rotary.rotary = rotary  # type: ignore[method-assign]
-    try:
-        cfg = Study.load(ROOT / "params.yaml", "default").config("baseline", 0)
-        results = swapped_ab(cfg, lambda on: use_copies.update(on=on), trials, rounds)
-    finally:
-        Rotary.rotary = in_place  # type: ignore[method-assign]
-    # swapped_ab reports (off, on) = (in place, copies); print the speed of in place over copies
-    print_ab([(t_copies, t_in_place) for t_in_place, t_copies in results], "rotated copies", "in place")
-
-
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__)
     ap.add_argument("--threads", type=int, default=2)
@@ -127,7 +109,9 @@ def main() -> None:
     isolation(args.rounds)
     if args.trials:
         print("\nThe baseline's whole training step, rotated copies vs in place (used):\n")
-        step_ab(args.trials, 5)
+        results = swapped_ab(Rotary, "rotary", rotated_copies_hook, args.trials, 5)
+        # (off, on) = (in place, copies); the table shows the speed of in place over copies
+        print_ab([(t_copies, t_in_place) for t_in_place, t_copies in results], "rotated copies", "in place")
 
 
 if __name__ == "__main__":

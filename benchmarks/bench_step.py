@@ -117,28 +117,38 @@ def alternate(contenders: list[Contender], rounds: int, steps: int) -> dict[str,
     return alternate_timed({c.name: (lambda c=c: c.step_time(steps)) for c in contenders}, rounds)
 
 
-def swapped_ab(run: RunConfig, switch: Callable[[bool], None], trials: int, rounds: int, steps: int = 4
+def swapped_ab(owner: type, method: str, alternative: Callable, trials: int, rounds: int, steps: int = 4
                ) -> list[tuple[float, float]]:
-    """(step time with the variant off, with it on) per trial, for the model of ``run``.
+    """The baseline's step with ``owner.method`` as shipped vs replaced by ``alternative``: (off, on) seconds per trial.
 
-    Two instances of the same model alternate, one with the variant switched on (``switch(True)`` runs before each of
-    its steps), and swap roles every trial: on this box one instance can run a few percent faster than an identical
-    one, so a single pairing would measure the instances, not the variant.
+    Two instances of the baseline alternate, one with the alternative switched on before each of its steps, and swap
+    roles every trial: on this box one instance can run a few percent faster than an identical one, so a single
+    pairing would measure the instances, not the variant. ``owner.method`` is restored afterwards.
     """
-    instances = [miniformer_contender(name, run)[0] for name in ("X", "Y")]
+    shipped = getattr(owner, method)
+    use_alternative = {"on": False}
+
+    def dispatch(*args, **kwargs):
+        return (alternative if use_alternative["on"] else shipped)(*args, **kwargs)
 
     def with_switch(c: Contender, on: bool) -> Contender:
         def loss() -> torch.Tensor:
-            switch(on)
+            use_alternative["on"] = on
             return c.loss_fn()
         return Contender("on" if on else "off", c.model, loss, c.opt)
 
-    results = []
-    for trial in range(trials):
-        first_on = trial % 2 == 0
-        med = alternate([with_switch(instances[0], first_on), with_switch(instances[1], not first_on)], rounds, steps)
-        results.append((med["off"], med["on"]))
-    switch(False)
+    run = Study.load(ROOT / "params.yaml", "default").config("baseline", 0)
+    instances = [miniformer_contender(name, run)[0] for name in ("X", "Y")]
+    setattr(owner, method, dispatch)
+    try:
+        results = []
+        for trial in range(trials):
+            first_on = trial % 2 == 0
+            pair = [with_switch(instances[0], first_on), with_switch(instances[1], not first_on)]
+            med = alternate(pair, rounds, steps)
+            results.append((med["off"], med["on"]))
+    finally:
+        setattr(owner, method, shipped)
     return results
 
 
