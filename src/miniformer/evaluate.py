@@ -15,7 +15,7 @@ from miniformer.attention import make_causal_mask
 from miniformer.errors import UserError
 from miniformer.io import write_json
 from miniformer.model import MiniFormer, ModelConfig
-from miniformer.objectives import IGNORE, Specials, make_batch, prefix_mask, window_length
+from miniformer.objectives import IGNORE, Specials, demo_prompt, make_batch, prefix_mask, window_length
 from miniformer.params import RunConfig
 from miniformer.prepare import TokenData
 from miniformer.train import attention_entropy, pick_device
@@ -58,9 +58,21 @@ class Evaluator:
                 f"run {str(run_dir)!r} was trained with another tokenizer than {str(data_dir)!r}; "
                 "re-train it after `miniformer prepare`"
             )
+        self._setup()
+
+    @classmethod
+    def for_model(cls, run: RunConfig, model: torch.nn.Module, data: TokenData) -> Evaluator:
+        """An evaluator of a model already in memory (the cross-check's peer): the same code scores it."""
+        ev = cls.__new__(cls)
+        ev.run, ev.dir, ev.device, ev.data = run, None, torch.device("cpu"), data
+        ev.model, ev.ckpt = model, {}
+        ev._setup()
+        return ev
+
+    def _setup(self) -> None:
         self.specials = Specials(self.data.vocab_size)
-        self.objective = run.train.objective
-        self.T = run.model.block_size
+        self.objective = self.run.train.objective
+        self.T = self.run.model.block_size
         self.tok = self.data.tokenizer
 
     def _batches(self, tokens: Tensor, g: torch.Generator, causal_override: bool = False):
@@ -257,10 +269,14 @@ class Evaluator:
             x = torch.tensor([inputs + [s0]], device=dev)
             mask = prefix_mask(torch.tensor([len(inputs)]), x.size(1)).to(dev)
             return int(self.model(x, attn_mask=mask)["logits"][0, -1, :V].argmax())
-        # Left-to-right models: score every candidate by the likelihood of the whole line with it in place.
+        # Left-to-right models: score every candidate by the likelihood of the rest of the line with it in place; a
+        # prefix LM reads the characters before it as its bidirectional prefix, as in training.
         cand = torch.tensor(ids, device=dev).repeat(V, 1)
         cand[:, i] = torch.arange(V, device=dev)
-        logp = torch.log_softmax(self.model(cand[:, :-1], attn_mask=make_causal_mask(len(ids) - 1, dev))["logits"], -1)
+        mask = make_causal_mask(len(ids) - 1, dev)
+        if self.objective == "prefix":
+            mask = prefix_mask(torch.tensor([i]), len(ids) - 1)[0].to(dev)
+        logp = torch.log_softmax(self.model(cand[:, :-1], attn_mask=mask)["logits"], -1)
         token_lp = logp.gather(-1, cand[:, 1:, None])[..., 0]
         return int(token_lp[:, i - 1 :].sum(1).argmax())
 
@@ -281,24 +297,31 @@ class Evaluator:
         out = {}
         if self.objective not in ("causal", "prefix"):
             return {"note": f"{self.objective} models do not generate left to right; see the recovery samples"}
+        # Each in its training format: a causal LM starts from a line break; a prefix LM continues a held-out prompt
+        # that it reads bidirectionally (from a bare start it would rarely have been trained to predict).
+        prompt = self.tok.encode_lossy("\n")[0] if self.objective == "causal" else demo_prompt(
+            self.data.splits["val"], self.T // 2, self.run.seed
+        )
         for m in self.run.eval.gen_multiples:
             n = m * self.T
             g = torch.Generator(device=self.device).manual_seed(self.run.seed)
-            start = torch.tensor([self.tok.encode_lossy("\n")[0]], device=self.device)
             try:
                 ids = self.model.generate(
-                    start,
+                    torch.tensor([prompt], device=self.device),
                     n,
                     self.run.eval.temperature,
                     self.run.eval.top_k,
                     generator=g,
                     allowed_vocab=self.tok.vocab_size,
+                    prefix_len=len(prompt) if self.objective == "prefix" else None,
                 )
             except ValueError as e:  # learned absolute past block_size
                 out[str(m)] = {"applicable": False, "reason": str(e).split(":")[0]}
                 continue
-            text = self.tok.decode(ids[0, 1:].tolist())
+            text = self.tok.decode(ids[0, len(prompt) :].tolist())
             out[str(m)] = {"applicable": True, "text": text, **text_stats(text)}
+            if self.objective == "prefix":
+                out[str(m)]["prompt"] = self.tok.decode(prompt)
         return out
 
     def run_all(self) -> dict:

@@ -384,3 +384,43 @@ def breakages(m: Metrics, hypotheses: dict[str, str], groups: dict[str, str],
             }
         )
     return rows
+
+
+# --- cross-check against the peer implementation ---------------------------------------------------------------------
+
+AGREEMENT_MARGIN = 0.05  # nats beyond the noise floor before a difference with the peer is flagged
+
+
+@dataclass
+class PeerComparison:
+    experiment: str
+    ours: float | None
+    peer: float
+    diff: float | None
+    tolerance: float
+    agrees: bool | None
+    ours_at: dict[str, float | None]
+    peer_at: dict[str, float]
+
+
+def peer_comparisons(m: Metrics, peer: dict, seed_key: dict[str, str]) -> list[PeerComparison]:
+    """Ours beside the peer per variant, same seed; flagged where |ours − peer| > 2σ (baseline seeds) + 0.05."""
+    tolerance = NOISE_SIGMAS * m.noise() + AGREEMENT_MARGIN
+    rows = []
+    for exp, p in peer.items():
+        run = m.nested.get(exp, {}).get(seed_key.get(exp, "seed0"), {})
+        ours = run.get("val_loss")
+        diff = None if ours is None else ours - p["val_loss"]
+        rows.append(
+            PeerComparison(
+                exp,
+                ours,
+                p["val_loss"],
+                diff,
+                tolerance,
+                None if diff is None else abs(diff) <= tolerance,
+                {k: run.get(f"loss_at_{k}x") for k in p["loss_at"]},
+                p["loss_at"],
+            )
+        )
+    return rows

@@ -105,8 +105,15 @@ def generate(run: LoadedRun, prompt: str, tokens: int, temperature: float, top_k
             f"(got {len(ids) + tokens}); rope/alibi/t5/sinusoidal/none runs can go further"
         )
     g = torch.Generator().manual_seed(seed)
+    # A prefix LM reads the prompt as its bidirectional prefix, as in training.
     out = run.model.generate(
-        torch.tensor([ids]), tokens, temperature, top_k, generator=g, allowed_vocab=run.tokenizer.vocab_size
+        torch.tensor([ids]),
+        tokens,
+        temperature,
+        top_k,
+        generator=g,
+        allowed_vocab=run.tokenizer.vocab_size,
+        prefix_len=len(ids) if run.objective == "prefix" else None,
     )
     return run.tokenizer.decode(out[0].tolist())
 

@@ -11,6 +11,8 @@ from torch import Tensor, nn
 from miniformer.attention import KVCache, LayerKV, SelfAttention, make_causal_mask
 from miniformer.positions import POSITION_METHODS, build_position
 
+INITS = ("vaswani", "gpt2")
+
 
 @dataclass
 class ModelConfig:
@@ -31,6 +33,7 @@ class ModelConfig:
     residual: bool = True
     mlp_ratio: float = 4.0  # hidden width of the MLP = mlp_ratio * n_embd
     tie_weights: bool = True
+    init: str = "vaswani"  # vaswani | gpt2: weight init and embedding scale, see MiniFormer.init_weights
 
     def __post_init__(self) -> None:
         checks = [
@@ -39,6 +42,7 @@ class ModelConfig:
             (self.norm in ("layernorm", "rmsnorm"), f"unknown norm={self.norm!r}; choose layernorm or rmsnorm"),
             (self.norm_placement in ("pre", "post"), f"unknown norm_placement={self.norm_placement!r}; pre or post"),
             (self.head_merge in ("concat", "mean"), f"unknown head_merge={self.head_merge!r}; concat or mean"),
+            (self.init in INITS, f"unknown init={self.init!r}; choose one of {', '.join(INITS)}"),
             (sorted(self.qkv_order) == ["k", "q", "v"], f"qkv_order={self.qkv_order!r} is not a permutation of qkv"),
             (self.mlp_ratio > 0, f"mlp_ratio={self.mlp_ratio} must be > 0"),
             (0 <= self.dropout < 1, f"dropout={self.dropout} must be in [0, 1)"),
@@ -60,6 +64,13 @@ class ModelConfig:
 
     def to_dict(self) -> dict:
         return asdict(self)
+
+
+def prefix_attention_mask(prefix_len: int, T: int, device: torch.device) -> Tensor:
+    """(T, T) prefix-LM mask: every query sees the whole prefix, and keys up to itself after it."""
+    mask = make_causal_mask(T, device)
+    mask[:, :prefix_len] = True
+    return mask
 
 
 def make_norm(kind: str, n_embd: int, bias: bool) -> nn.Module:
@@ -124,19 +135,41 @@ class MiniFormer(nn.Module):
         self.lm_head = nn.Linear(cfg.n_embd, cfg.vocab_size, bias=False)
         if cfg.tie_weights:
             self.lm_head.weight = self.wte.weight
-        self.apply(self._init_weights)
-        for name, p in self.named_parameters():  # GPT-2: scale residual projections by depth
-            if name.endswith("proj.weight"):
-                nn.init.normal_(p, mean=0.0, std=0.02 / (2 * cfg.n_layer) ** 0.5)
+        # Vaswani et al. multiply the (tied) token embeddings by √C so that they enter at unit scale, like the blocks'
+        # outputs in a post-norm stream; GPT-2 keeps them small (std 0.02) beside a pre-norm residual stream.
+        self.embed_scale = cfg.n_embd**0.5 if cfg.init == "vaswani" else 1.0
+        self.init_weights()
 
-    @staticmethod
-    def _init_weights(module: nn.Module) -> None:
-        if isinstance(module, nn.Linear):
-            nn.init.normal_(module.weight, mean=0.0, std=0.02)
-            if module.bias is not None:
+    def init_weights(self) -> None:
+        """Two published schemes, each matched to the block it was designed for.
+
+        gpt2 (Radford et al. 2019, nanoGPT): every matrix N(0, 0.02), residual output projections shrunk by
+        1/√(2·layers). Made for pre-norm, where each block adds a small update to a stream only the final norm rescales.
+        vaswani (Vaswani et al. 2017, tensor2tensor): Xavier-uniform matrices, embeddings N(0, 1/C) scaled by √C. In a
+        post-norm block the stream is re-normalised to unit scale after every sub-layer, so a branch initialised at
+        std 0.02 adds ~2 % to it: the network starts as the identity, and with tied weights each character predicts
+        itself; post-norm with gpt2 init sits at the unigram loss (the block_post_norm_gpt2_init experiment).
+        """
+        cfg = self.cfg
+        embed_std = 0.02 if cfg.init == "gpt2" else 1.0  # what one coordinate of an input embedding starts at
+        for name, p in self.named_parameters():
+            if name == "position.scale":  # sinusoidal: Vaswani add the table raw; under gpt2 its entries (RMS 1/√2)
+                nn.init.constant_(p, 1.0 if cfg.init == "vaswani" else 0.02 * 2**0.5)  # start at the tokens' scale
+            elif name.startswith("position."):  # learned positions beside the tokens; T5's bias table small
+                nn.init.normal_(p, std=embed_std if name == "position.wpe.weight" else 0.02)
+            elif p.dim() < 2:
+                continue  # norms and biases: ones and zeros (torch's defaults)
+            elif name == "wte.weight":
+                nn.init.normal_(p, std=0.02 if cfg.init == "gpt2" else cfg.n_embd**-0.5)
+            elif cfg.init == "vaswani":
+                nn.init.xavier_uniform_(p)
+            elif name.endswith("proj.weight"):
+                nn.init.normal_(p, std=0.02 / (2 * cfg.n_layer) ** 0.5)
+            else:
+                nn.init.normal_(p, std=0.02)
+        for module in self.modules():
+            if isinstance(module, nn.Linear) and module.bias is not None:
                 nn.init.zeros_(module.bias)
-        elif isinstance(module, nn.Embedding):
-            nn.init.normal_(module.weight, mean=0.0, std=0.02)
 
     def num_params(self) -> int:
         return sum(p.numel() for p in self.parameters())
@@ -174,7 +207,7 @@ class MiniFormer(nn.Module):
             mask = self.default_mask(T, device)
         else:  # new queries see every cached key and the new keys up to themselves; one query sees everything
             mask = None if T == 1 else torch.ones(T, start + T, dtype=torch.bool, device=device).tril(start)
-        x = self.wte(idx)
+        x = self.wte(idx) * self.embed_scale
         pos_emb = self.position.embed(T, device, start)
         if pos_emb is not None:
             x = x + pos_emb
@@ -208,6 +241,7 @@ class MiniFormer(nn.Module):
         window: int | None = None,
         allowed_vocab: int | None = None,
         use_cache: bool = True,
+        prefix_len: int | None = None,
     ) -> Tensor:
         """Sample max_new_tokens continuations of idx (B,T).
 
@@ -217,8 +251,11 @@ class MiniFormer(nn.Module):
         objectives' special tokens). Causal models reuse earlier keys/values (a KV cache) until a window starts to
         slide (positions shift, so cached keys no longer apply) or when ``use_cache`` is off; a model without the causal
         mask recomputes everything, since each new token changes what earlier positions see.
+
+        ``prefix_len`` (prefix-LM models): the first prefix_len tokens of idx are read bidirectionally, as in training,
+        and everything after them causally; the full text is recomputed each step under that mask.
         """
-        cache = KVCache(len(self.blocks)) if use_cache and self.cfg.causal else None
+        cache = KVCache(len(self.blocks)) if use_cache and self.cfg.causal and prefix_len is None else None
         for _ in range(max_new_tokens):
             if cache is not None and window is not None and idx.size(1) > window:
                 cache = None
@@ -226,7 +263,11 @@ class MiniFormer(nn.Module):
                 ctx = idx[:, cache.length :]
             else:
                 ctx = idx if window is None else idx[:, -window:]
-            logits = self(ctx, cache=cache)["logits"][:, -1, :]
+            mask = None
+            if prefix_len is not None:  # the prefix shrinks as a sliding window drops its first tokens
+                visible_prefix = max(0, prefix_len - (idx.size(1) - ctx.size(1)))
+                mask = prefix_attention_mask(visible_prefix, ctx.size(1), ctx.device)
+            logits = self(ctx, attn_mask=mask, cache=cache)["logits"][:, -1, :]
             if allowed_vocab is not None:
                 logits = logits[:, :allowed_vocab]
             if temperature <= 0:

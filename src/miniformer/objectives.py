@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+import numpy as np
 import torch
 from torch import Tensor
 
@@ -189,3 +190,39 @@ def make_batch(objective: str, tokens: Tensor, specials: Specials, g: torch.Gene
     if objective == "span":
         return span_batch(tokens, specials, g)
     raise ValueError(f"unknown objective={objective!r}; choose one of {', '.join(OBJECTIVES)}")
+
+
+# --- what each objective's demo is fed: the same format as its training batches ------------------------------------
+
+
+def demo_prompt(split: np.ndarray, length: int, seed: int) -> list[int]:
+    """A fixed, seeded window of held-out ids: the prefix a prefix-LM demo reads bidirectionally (as in training)."""
+    start = int(torch.randint(0, len(split) - length, (1,), generator=torch.Generator().manual_seed(seed)))
+    return split[start : start + length].astype(np.int64).tolist()
+
+
+@torch.no_grad()
+def recover_spans(model, seq: list[int], specials: Specials, g: torch.Generator) -> dict:
+    """Span-corruption demo in the training format: [input with sentinels | sentinel_k span_k …], prefix mask.
+
+    Teacher-forced, as in training: each target token is the model's argmax given the true earlier targets. Returns
+    the original, the input with every hidden character shown as '_', and the fill-in (hidden characters predicted).
+    """
+    inputs, targets = corrupt_spans(seq, specials, g)
+    full = inputs + targets
+    x = torch.tensor([full[:-1]])
+    device = next(model.parameters()).device
+    mask = prefix_mask(torch.tensor([len(inputs)]), x.size(1))[0]
+    logits = model(x.to(device), attn_mask=mask.to(device))["logits"][0, :, : specials.base_vocab]
+    pred = logits.argmax(-1).tolist()
+    is_sentinel = [specials.sentinel(0) <= t < specials.model_vocab for t in targets]
+    # targets[k] is predicted at position len(inputs) + k - 1; sentinels are structure, not predictions
+    guessed = [t if s else pred[len(inputs) + k - 1] for k, (t, s) in enumerate(zip(targets, is_sentinel))]
+    hidden = [specials.mask_id if not s else t for t, s in zip(targets, is_sentinel)]
+    return {
+        "original": seq,
+        "masked": reconstruct_spans(inputs, hidden, specials),
+        "filled": reconstruct_spans(inputs, guessed, specials),
+        "hidden_correct": sum(g_ == t for g_, t, s in zip(guessed, targets, is_sentinel) if not s),
+        "hidden_total": sum(not s for s in is_sentinel),
+    }

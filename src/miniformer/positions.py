@@ -67,11 +67,11 @@ def sinusoidal_table(T: int, n_embd: int, device: torch.device | None = None) ->
 
 
 class Sinusoidal(PositionMethod):
-    """The fixed table times one learned scalar, initialised to 1/√C.
+    """The fixed table times one learned scalar (as x-transformers' ScaledSinusoidalEmbedding).
 
-    The table's entries are O(1) while token embeddings start at std 0.02: added raw, positions drown the tokens and
-    the model sat at the unigram loss in our first default run. Vaswani et al. instead scale the embeddings by √C;
-    a learned scale on the table (as x-transformers' ScaledSinusoidalEmbedding) keeps GPT-style init for every method.
+    The table's entries are O(1). Under Vaswani's init the token embeddings are scaled to the same O(1) and the table
+    is added raw (scale 1); under GPT-2's init tokens start at std 0.02 and a raw table drowns them, so the scalar
+    starts where the table's entries have the tokens' scale (MiniFormer.init_weights sets it).
     """
 
     past_block_size = "defined by formula for any index, but the network never saw those vectors (Press 2022: explodes)"
@@ -79,7 +79,7 @@ class Sinusoidal(PositionMethod):
     def __init__(self, n_embd: int) -> None:
         super().__init__()
         self.n_embd = n_embd
-        self.scale = nn.Parameter(torch.tensor(n_embd**-0.5))
+        self.scale = nn.Parameter(torch.tensor(1.0))
 
     def embed(self, T: int, device: torch.device, start: int = 0) -> Tensor:
         return self.scale * sinusoidal_table(start + T, self.n_embd, device)[start:]

@@ -14,7 +14,7 @@ from jinja2 import Environment, PackageLoader, select_autoescape
 
 from miniformer import figures
 from miniformer.aggregate import read_json
-from miniformer.findings import HEAD_RUNS, POSITION_RUNS, Metrics, breakages, claims
+from miniformer.findings import HEAD_RUNS, POSITION_RUNS, Metrics, breakages, claims, peer_comparisons
 from miniformer.io import atomic_write_text
 from miniformer.params import Study
 
@@ -174,6 +174,15 @@ def build_report(study: Study, results: Path, out: Path, data_dir: Path = Path("
     )
     probe = {e: files.eval(e)["probe"] for e in obj_exps}
 
+    # fidelity: the peer implementation's numbers, when `miniformer crosscheck` has run
+    peer_path = results / "crosscheck.json"
+    peer = read_json(peer_path) if peer_path.exists() else {}
+    peer = {e: v for e, v in peer.items() if e in nested}
+    crosscheck = peer_comparisons(m, peer, {e: f"seed{files.seed(e)}" for e in peer})
+    peer_version = next(iter(peer.values()), {}).get("peer_version")
+    init_pair = {e: m.mean(e, "val_loss") for e in ("block_post_norm", "block_post_norm_gpt2_init", "baseline",
+                                                     "block_gpt2_init") if m.has(e)}
+
     hypotheses = {e: spec.get("hypothesis", "") for e, spec in study.experiments.items()}
     groups = {e: spec["group"] for e, spec in study.experiments.items()}
     unigram = unigram_loss(data_dir)
@@ -197,6 +206,10 @@ def build_report(study: Study, results: Path, out: Path, data_dir: Path = Path("
         diversity=diversity,
         uniformity=uniformity,
         probe=probe,
+        crosscheck=crosscheck,
+        peer_version=peer_version,
+        init_pair=init_pair,
+        init=base.model.init,
         samples={e: files.samples(e) for e in obj_exps},
         base_samples=files.samples("baseline"),
         speed=speed,

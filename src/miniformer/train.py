@@ -24,7 +24,7 @@ from torch import Tensor
 from miniformer.errors import UserError
 from miniformer.io import atomic_torch_save, atomic_write_text, write_json
 from miniformer.model import MiniFormer, ModelConfig
-from miniformer.objectives import Specials, make_batch, mlm_batch, window_length
+from miniformer.objectives import IGNORE, Specials, demo_prompt, make_batch, mlm_batch, recover_spans, window_length
 from miniformer.params import RunConfig
 from miniformer.prepare import TokenData
 
@@ -207,41 +207,57 @@ class Trainer:
 
     @torch.no_grad()
     def sample(self) -> dict:
-        """A generation (causal / prefix LM) or a masked-recovery demo (MLM / span) on a fixed seed."""
+        """A demo in the objective's training format, on a fixed seed: causal LM generates from a line break; prefix
+        LM continues a held-out prompt read as its bidirectional prefix; MLM fills [MASK]s; span fills sentinels."""
         self.model.eval()
         g = torch.Generator(device=self.device).manual_seed(self.run.seed)
-        tok = self.data.tokenizer
-        if self.t.objective in ("causal", "prefix"):
-            start = torch.tensor([tok.encode("\n")], device=self.device)
+        tok, T = self.data.tokenizer, self.run.model.block_size
+        objective = self.t.objective
+        if objective in ("causal", "prefix"):
+            if objective == "causal":
+                prompt = tok.encode("\n")
+            else:
+                prompt = demo_prompt(self.data.splits["val"], T // 2, self.run.seed)
             ids = self.model.generate(
-                start,
+                torch.tensor([prompt], device=self.device),
                 self.t.sample_tokens,
                 temperature=0.8,
                 top_k=20,
                 generator=g,
-                window=self.run.model.block_size,
+                window=T,
                 allowed_vocab=tok.vocab_size,
+                prefix_len=len(prompt) if objective == "prefix" else None,
             )
-            text = tok.decode(ids[0, 1:].tolist())
-            out = {"step": self.step, "kind": "generation", "text": text}
+            out = {"step": self.step, "kind": "generation", "text": tok.decode(ids[0, len(prompt) :].tolist())}
+            if objective == "prefix":
+                out["prompt"] = tok.decode(prompt)
         else:
-            cpu_g = torch.Generator().manual_seed(self.run.seed)
-            tokens = sample_windows(self.data.splits["val"], self.run.model.block_size, 1, cpu_g)
-            b = mlm_batch(tokens, self.specials, cpu_g)
-            logits = self.model(b.x.to(self.device), attn_mask=b.mask.to(self.device))["logits"][0, :, : tok.vocab_size]
-            chosen = (b.y[0] != -100).tolist()
-            pred = logits.argmax(-1).tolist()
-            masked = "".join("_" if c else t for c, t in zip(chosen, tok.decode(tokens[0].tolist()), strict=False))
-            filled = tok.decode([p if c else t for p, c, t in zip(pred, chosen, tokens[0].tolist())])
-            out = {
-                "step": self.step,
-                "kind": "recovery",
-                "text": filled,
-                "masked": masked,
-                "original": tok.decode(tokens[0].tolist()),
-            }
+            out = {"step": self.step, "kind": "recovery", **self.recovery_demo()}
         self.model.train()
         return out
+
+    def recovery_demo(self) -> dict:
+        """Hide characters of one held-out window the way training does and show the model's fill-in ('_' = hidden)."""
+        tok, specials = self.data.tokenizer, self.specials
+        cpu_g = torch.Generator().manual_seed(self.run.seed)
+        tokens = sample_windows(self.data.splits["val"], self.window, 1, cpu_g)
+        seq = tokens[0].tolist()
+        if self.t.objective == "span":
+            r = recover_spans(self.model, seq, specials, cpu_g)
+            masked, filled = r["masked"], r["filled"]
+        else:
+            b = mlm_batch(tokens, specials, cpu_g)
+            logits = self.model(b.x.to(self.device), attn_mask=b.mask.to(self.device))["logits"][0, :, : tok.vocab_size]
+            chosen = (b.y[0] != IGNORE).tolist()
+            pred = logits.argmax(-1).tolist()
+            masked = [specials.mask_id if c else t for c, t in zip(chosen, seq)]
+            filled = [p if c else t for p, c, t in zip(pred, chosen, seq)]
+
+        def show(ids: list[int]) -> str:  # a hidden position has no character: draw it as '_'
+            return "".join("_" if i == specials.mask_id else tok.decode([i]) for i in ids)
+
+        hidden_as = "one sentinel per span" if self.t.objective == "span" else "BERT's 80/10/10 [MASK]/random/same"
+        return {"text": show(filled), "masked": show(masked), "original": tok.decode(seq), "hidden_as": hidden_as}
 
     # --- the loop ----------------------------------------------------------------------------------------------------
 

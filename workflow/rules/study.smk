@@ -69,9 +69,24 @@ rule aggregate:
         "{MF} aggregate {PROF} > {log} 2>&1 && echo aggregate >> {RAN}"
 
 
+rule crosscheck:
+    input:
+        rules.prepare.output,
+        expand(f"{SIGNATURES}/{{run[0]}}/seed{{run[1]}}.json", run=RUNS),
+    output:
+        "results/crosscheck.json",
+    threads: 1
+    log:
+        "results/logs/crosscheck.log",
+    shell:
+        "{MF} crosscheck {PROF} > {log} 2>&1"
+
+
 rule report:
     input:
         rules.aggregate.output.metrics,
+        # the peer's table joins the report once `snakemake crosscheck` has made it (it is its own, optional target)
+        [p for p in ["results/crosscheck.json"] if Path(p).exists()],
     output:
         report("report/report.html", category="Report"),
     log:

@@ -1,0 +1,192 @@
+"""Stage `crosscheck`: train a peer library's equivalent of each variant on our tokens, schedule and evaluation code.
+
+A variant that trains badly here may be a finding or a bug in our implementation. The peer is x-transformers
+(MIT, pinned in the `crosscheck` extra): same width, depth, heads and head size, the same batches from the same
+generator, the same warm-up + cosine schedule, AdamW groups and clipping, and our Evaluator for the numbers. What
+differs is everything the peer decides for itself (its init, its feed-forward biases, its own module code) — which
+is the point: if ours disagrees with it beyond the seed noise, ours has a bug until a measurement explains why.
+"""
+
+from __future__ import annotations
+
+import math
+import sys
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+import torch
+from torch import Tensor, nn
+
+from miniformer.errors import UserError
+from miniformer.evaluate import Evaluator
+from miniformer.io import write_json
+from miniformer.params import RunConfig, Study
+from miniformer.prepare import TokenData
+from miniformer.train import lr_at, sample_windows
+
+# The variants the peer has a documented switch for (peer_spec translates each); objectives and the attention
+# breakages (no scale, no mask, Q/K swap, averaged heads) have no peer equivalent.
+PEER_VARIANTS = (
+    "baseline",
+    "pos_learned",
+    "pos_sinusoidal",
+    "pos_alibi",
+    "pos_t5",
+    "pos_none",
+    "block_post_norm",
+    "block_rmsnorm",
+    "block_no_residual",
+)
+
+
+@dataclass
+class PeerSpec:
+    """The peer's constructor arguments for one of our run configs."""
+
+    wrapper: dict
+    decoder: dict
+
+
+def peer_spec(run: RunConfig) -> PeerSpec:
+    """Translate our ModelConfig into x-transformers' TransformerWrapper + Decoder arguments."""
+    m = run.model
+    if run.train.objective != "causal":
+        raise UserError(
+            f"crosscheck: {run.experiment} uses the {run.train.objective} objective; only causal LM has a peer"
+        )
+    head_dim = m.n_embd // m.n_head
+    longest = m.block_size * max(run.eval.length_multiples)
+    wrapper = {"max_seq_len": m.block_size if m.pos == "learned" else longest, "use_abs_pos_emb": False}
+    decoder = {
+        "dim": m.n_embd,
+        "depth": m.n_layer,
+        "heads": m.n_head,
+        "attn_dim_head": head_dim,
+        "ff_mult": m.mlp_ratio,
+        "pre_norm": m.norm_placement == "pre",
+        "use_rmsnorm": m.norm == "rmsnorm",
+    }
+    if not m.residual:
+        decoder["scale_residual_constant"] = 0.0  # the peer's switch that drops the identity path
+    if m.pos == "learned":
+        wrapper["use_abs_pos_emb"] = True
+    elif m.pos == "sinusoidal":
+        wrapper.update(use_abs_pos_emb=True, scaled_sinu_pos_emb=True)
+    elif m.pos == "rope":
+        decoder.update(rotary_pos_emb=True, rotary_emb_dim=head_dim)  # full-width rotation, as ours
+    elif m.pos == "alibi":
+        decoder["alibi_pos_bias"] = True
+    elif m.pos == "t5":
+        decoder.update(rel_pos_bias=True, rel_pos_max_distance=m.block_size)
+    unsupported = [
+        name
+        for name, ok in [
+            ("attn_scale", m.attn_scale),
+            ("causal", m.causal),
+            ("qkv_order", m.qkv_order == "qkv"),
+            ("head_merge", m.head_merge == "concat"),
+        ]
+        if not ok
+    ]
+    if unsupported:
+        raise UserError(
+            f"crosscheck: {run.experiment} changes {', '.join(unsupported)}, which the peer has no switch for"
+        )
+    return PeerSpec(wrapper, decoder)
+
+
+class PeerLM(nn.Module):
+    """The peer model behind our model's call signature, so that our Evaluator scores it unchanged."""
+
+    def __init__(self, spec: PeerSpec, vocab_size: int) -> None:
+        super().__init__()
+        try:
+            from x_transformers import Decoder, TransformerWrapper
+        except ImportError:
+            raise UserError(
+                "crosscheck needs the peer library: pip install -e '.[crosscheck]' (x-transformers, pinned)"
+            ) from None
+        self.net = TransformerWrapper(
+            num_tokens=vocab_size, attn_layers=Decoder(**spec.decoder, verbose=False), **spec.wrapper
+        )
+
+    def forward(self, idx: Tensor, targets: Tensor | None = None, attn_mask: Tensor | None = None, **_) -> dict:
+        if attn_mask is not None and not bool(torch.equal(attn_mask, attn_mask.tril())):
+            raise ValueError("the peer decoder is causal only")
+        logits = self.net(idx)
+        out = {"logits": logits}
+        if targets is not None:
+            out["loss"] = nn.functional.cross_entropy(logits.flatten(0, 1), targets.flatten(), ignore_index=-100)
+        return out
+
+
+def train_peer(run: RunConfig, data: TokenData) -> tuple[PeerLM, list[dict]]:
+    """Our schedule on the peer: same seed, batches, LR curve, AdamW groups (decay on matrices only), clipping."""
+    t = run.train
+    torch.manual_seed(run.seed)
+    model = PeerLM(peer_spec(run), data.vocab_size)
+    decay = [p for p in model.parameters() if p.dim() >= 2]
+    no_decay = [p for p in model.parameters() if p.dim() < 2]
+    opt = torch.optim.AdamW(
+        [{"params": decay, "weight_decay": t.weight_decay}, {"params": no_decay, "weight_decay": 0.0}],
+        lr=t.lr,
+        betas=(t.beta1, t.beta2),
+    )
+    g = torch.Generator().manual_seed(run.seed)
+    rows = []
+    model.train()
+    for step in range(t.steps):
+        for group in opt.param_groups:
+            group["lr"] = lr_at(step, t)
+        tokens = sample_windows(data.splits["train"], run.model.block_size + 1, t.batch_size, g)
+        loss = model(tokens[:, :-1], tokens[:, 1:])["loss"]
+        opt.zero_grad(set_to_none=True)
+        loss.backward()
+        torch.nn.utils.clip_grad_norm_(model.parameters(), t.grad_clip)
+        if math.isfinite(float(loss)):
+            opt.step()
+        if (step + 1) % t.log_every == 0 or step + 1 == t.steps:
+            rows.append({"step": step + 1, "train_loss": float(loss)})
+    return model.eval(), rows
+
+
+def crosscheck_one(run: RunConfig, data_dir: Path) -> dict:
+    data = TokenData(data_dir)
+    torch.set_num_threads(run.train.threads)
+    started = time.perf_counter()
+    model, rows = train_peer(run, data)
+    ev = Evaluator.for_model(run, model, data)
+    lengths = ev.length_sweep()
+    return {
+        "peer": "x-transformers",
+        "peer_version": _peer_version(),
+        "peer_args": {**peer_spec(run).wrapper, **peer_spec(run).decoder},
+        "seed": run.seed,
+        "steps": run.train.steps,
+        "val_loss": ev.split_loss("val"),
+        "loss_at": {m: v["loss"] for m, v in lengths.items() if v.get("applicable")},
+        "train_log": rows,
+        "seconds": time.perf_counter() - started,
+    }
+
+
+def _peer_version() -> str:
+    from importlib.metadata import version
+
+    return version("x-transformers")
+
+
+def crosscheck(study: Study, data_dir: Path, out: Path, experiments: list[str] | None = None) -> dict:
+    """Train the peer for each variant it has (seed = the study's first seed) and write ``out`` (JSON)."""
+    names = experiments or [e for e in PEER_VARIANTS if e in study.experiments]
+    unknown = [e for e in names if e not in study.experiments]
+    if unknown:
+        raise UserError(f"crosscheck: unknown experiment(s) {unknown}; known: {sorted(study.experiments)}")
+    result = {}
+    for name in names:
+        run = study.config(name, study.seeds_for(name)[0])
+        result[name] = crosscheck_one(run, data_dir)
+        print(f"crosscheck {name}: peer val {result[name]['val_loss']:.4f}", file=sys.stderr)
+        write_json(out, result)  # after every variant: a killed cross-check keeps what it finished
+    return result
