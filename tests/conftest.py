@@ -6,7 +6,12 @@ import random
 from pathlib import Path
 
 import pytest
+import torch
 import yaml
+
+# One thread: the tests' models are tiny, and on a shared 2-core box a second torch thread waiting for a busy core
+# made a 10-second test take minutes.
+torch.set_num_threads(1)
 
 ROOT = Path(__file__).resolve().parents[1]
 

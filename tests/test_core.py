@@ -330,42 +330,7 @@ def test_span_batch_fits_block_and_takes_loss_on_targets_only():
 
 # --- training and counting -------------------------------------------------------------------------------------------
 
-TRAIN_SWITCHES = [
-    *[dict(pos=p) for p in POSITIONS],
-    dict(attn_scale=False),
-    dict(causal=False),
-    dict(qkv_order="vkq"),
-    dict(head_merge="mean"),
-    dict(norm="rmsnorm"),
-    dict(norm_placement="post"),
-    dict(residual=False),
-    dict(mlp_ratio=0.25),
-    dict(tie_weights=False, dropout=0.1),
-    *[dict(objective=o) for o in ("mlm", "prefix", "span")],
-]
-
-
-@pytest.mark.parametrize("overrides", TRAIN_SWITCHES, ids=lambda d: ",".join(f"{k}={v}" for k, v in d.items()))
-def test_every_switch_trains(overrides):
-    overrides = dict(overrides)
-    objective = overrides.pop("objective", "causal")
-    text = torch.tensor([1, 2, 3, 4, 5, 6, 7, 8, 9, 2, 4, 6] * 40)
-    specials = Specials(10, n_sentinels=9)
-    torch.manual_seed(0)
-    model = MiniFormer(tiny(vocab_size=specials.model_vocab, **overrides))
-    opt = torch.optim.AdamW(model.parameters(), lr=3e-3)
-    g = torch.Generator().manual_seed(0)
-    L = window_length(objective, 16)
-    losses = []
-    for _ in range(50):
-        starts = torch.randint(0, len(text) - L, (8,), generator=g)
-        batch = make_batch(objective, torch.stack([text[s : s + L] for s in starts]), specials, g)
-        loss = model(batch.x, batch.y, attn_mask=batch.mask)["loss"]
-        opt.zero_grad()
-        loss.backward()
-        opt.step()
-        losses.append(loss.item())
-    assert sum(losses[-5:]) / 5 < 0.85 * sum(losses[:5]) / 5, losses
+# Every switch learning from context (not merely lowering its loss) is tested in test_fidelity.py.
 
 
 def test_param_and_flop_counts():
