@@ -115,6 +115,33 @@ def test_sdpa_equals_explicit_under_objective_masks(objective):
     torch.testing.assert_close(fast, explicit, rtol=1e-4, atol=1e-5)
 
 
+# Hand-computed reference, one head of width 1 (so 1/√d = 1): q = (1, 2, 0), k = (1, 0, 1), v = (1, 2, 4).
+# Scores q_i·k_j: row 0 (1, 0, 1), row 1 (2, 0, 2), row 2 (0, 0, 0). Outputs from softmax by hand, e = exp(1):
+#   causal:  row 0 sees key 0 -> 1;  row 1 sees (2, 0) -> (e²·1 + 2)/(e² + 1);  row 2 sees all zeros -> (1+2+4)/3
+#   prefix p=2: row 0 sees (1, 0) -> (e·1 + 2)/(e + 1);  rows 1, 2 as causal
+#   full:    row 0 -> (e·1 + 2 + e·4)/(2e + 1);  row 1 -> (e²·1 + 2 + e²·4)/(2e² + 1);  row 2 -> 7/3
+HAND_COMPUTED = {
+    "causal": [1.0, 1.1192029220221176, 2.3333333333333335],
+    "prefix": [1.268941421369995, 1.1192029220221176, 2.3333333333333335],
+    "full": [2.422318798251518, 2.468310530833481, 2.3333333333333335],
+}
+
+
+@pytest.mark.parametrize("kind", HAND_COMPUTED)
+@pytest.mark.parametrize("path", ["explicit", "sdpa", "sdpa-causal-hint"])
+def test_attention_matches_a_hand_computed_example(kind, path):
+    if path == "sdpa-causal-hint" and kind != "causal":
+        return  # the hint exists only for the causal mask
+    q, k, v = (torch.tensor(t, dtype=torch.float64).view(1, 1, 3, 1) for t in ([1, 2, 0], [1, 0, 1], [1, 2, 4]))
+    mask = {"causal": make_causal_mask(3), "prefix": prefix_mask(torch.tensor([2]), 3)[0], "full": None}[kind]
+    attn = SelfAttention(1, 1).double()
+    if path == "explicit":
+        out, _ = attn._explicit(q, k, v, mask, None)
+    else:
+        out = attn._sdpa(q, k, v, mask, None, is_causal_hint=path == "sdpa-causal-hint")
+    assert out.flatten().tolist() == pytest.approx(HAND_COMPUTED[kind], abs=1e-12)
+
+
 @pytest.mark.parametrize("pos", POSITIONS)
 def test_causal_output_ignores_the_future_and_no_mask_does_not(pos):
     idx = torch.randint(0, 20, (1, 16))

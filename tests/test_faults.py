@@ -7,7 +7,6 @@ import os
 import re
 import signal
 import subprocess
-import time
 from pathlib import Path
 
 import pytest
@@ -51,29 +50,26 @@ def test_kill_minus_9_mid_training_then_the_dag_resumes_to_the_same_result(tmp_p
     study = project_copy(tmp_path / "study")
     params = study / "params.yaml"
     text = params.read_text()
-    # a longer smoke baseline so there is time to kill it between checkpoints
+    # a longer smoke baseline, killed well before its end
     text = re.sub(r"(  smoke:.*?train: \{)steps: 20,", r"\1steps: 120,", text, count=1, flags=re.S)
     params.write_text(text)
+    # Fault injection in this copy only: right after the checkpoint of step 30 the training job kills its whole
+    # process group (Snakemake included, as `kill -9` of a session would), with no chance to clean up.
+    trainer = study / "src" / "miniformer" / "train.py"
+    code = trainer.read_text()
+    hook = "                self.save()\n                last_good = self.step\n"
+    assert hook in code
+    trainer.write_text(code.replace(hook, hook + (
+        "                if os.environ.get('MINIFORMER_TEST_KILL_AT') == str(self.step):\n"
+        "                    os.killpg(os.getpgid(0), 9)\n")))
     target = "results/runs/baseline/seed0/metrics.json"
-    env = {**os.environ, "PYTHONPATH": str(study / "src"), "PATH": f"{BIN}:{os.environ['PATH']}"}
-    dag = subprocess.Popen([str(BIN / "snakemake"), "--cores", "1", target], cwd=study, env=env,
-                           stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True)
-    ckpt = study / "results/runs/baseline/seed0/ckpt.pt"
-    deadline = time.time() + 300
-    killed_at = None
-    while time.time() < deadline and dag.poll() is None:
-        if ckpt.exists():
-            try:
-                step = torch.load(ckpt, weights_only=True)["step"]
-            except Exception:  # noqa: BLE001 - never half-written (atomic), but it may be replaced while we read
-                step = 0
-            if step >= 30:
-                killed_at = step
-                os.killpg(dag.pid, signal.SIGKILL)  # the DAG and its training job, no chance to clean up
-                break
-        time.sleep(0.2)
-    dag.wait()
-    assert killed_at is not None and killed_at < 120, "training finished before it could be killed"
+    env = {**os.environ, "PYTHONPATH": str(study / "src"), "PATH": f"{BIN}:{os.environ['PATH']}",
+           "MINIFORMER_TEST_KILL_AT": "30"}
+    dag = subprocess.run([str(BIN / "snakemake"), "--cores", "1", target], cwd=study, env=env,
+                         stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True, timeout=300)
+    assert dag.returncode == -signal.SIGKILL
+    killed_at = torch.load(study / "results/runs/baseline/seed0/ckpt.pt", weights_only=True)["step"]
+    assert killed_at == 30
     assert not (study / target).exists()
 
     sh(study, "snakemake", "--unlock", target)  # a killed Snakemake leaves its lock; it tells the user to unlock

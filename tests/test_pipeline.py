@@ -179,13 +179,21 @@ def test_report_renders_offline_in_a_headless_browser(smk, tmp_path):
     assert pixels.shape[:2] == (3000, 1200) and pixels.std() > 0.05  # the page drew text and figures
 
 
-def test_model_samples_are_escaped(tmp_path):
-    from jinja2 import Environment, PackageLoader, select_autoescape
+def test_model_samples_are_escaped_by_the_report_builder(smk, tmp_path):
+    """A generated sample that looks like HTML must reach the page as text: the real builder, on a real study."""
+    import shutil
 
-    env = Environment(loader=PackageLoader("miniformer", "templates"), autoescape=select_autoescape(["html", "j2"]))
-    assert env.get_template("report.html.j2").environment.autoescape
-    rendered = env.from_string("<pre>{{ s }}</pre>").render(s="<script>alert(1)</script>")
-    assert "&lt;script&gt;" in rendered
+    from miniformer.params import Study
+    from miniformer.report import build_report
+
+    results = tmp_path / "results"
+    shutil.copytree(smk / "results", results, ignore=shutil.ignore_patterns("*.pt"))
+    samples = results / "runs" / "baseline" / "seed0" / "samples.jsonl"
+    samples.write_text(json.dumps({"step": 1, "kind": "generation", "text": "<script>alert(1)</script>"}) + "\n")
+    out = build_report(Study.load(smk / "params.yaml"), results, tmp_path / "report.html", smk / "data" / "prepared")
+    html = out.read_text()
+    assert "&lt;script&gt;alert(1)&lt;/script&gt;" in html
+    assert "<script>alert(1)" not in html
 
 
 def test_code_edits_rerun_what_they_touch(smk):

@@ -235,6 +235,7 @@ class Study:
         train = TrainConfig(**self.section("train", experiment))
         evalc = EvalConfig(**self.section("eval", experiment))
         _validate_train(train, where)
+        _validate_eval(evalc, where)
         return RunConfig(
             experiment, exp["group"], exp.get("hypothesis", ""), seed, self.data_config(), model, train, evalc
         )
@@ -249,8 +250,35 @@ def _validate_train(t: TrainConfig, where: str) -> None:
         (0 <= t.warmup <= t.steps, f"train.warmup = {t.warmup} must be between 0 and train.steps = {t.steps}"),
         (0 <= t.min_lr <= t.lr, f"train.min_lr = {t.min_lr} must be between 0 and train.lr = {t.lr}"),
         (t.log_every > 0 and t.ckpt_every > 0, "train.log_every and train.ckpt_every must be > 0"),
+        (t.sample_every > 0, f"train.sample_every = {t.sample_every} must be > 0 (steps between samples)"),
+        (t.sample_tokens > 0, f"train.sample_tokens = {t.sample_tokens} must be > 0"),
+        (t.val_batches > 0, f"train.val_batches = {t.val_batches} must be > 0 (batches per logged val loss)"),
+        (t.grad_clip > 0, f"train.grad_clip = {t.grad_clip} must be > 0"),
+        (t.diverge_factor > 1, f"train.diverge_factor = {t.diverge_factor} must be > 1"),
+        (0 <= t.beta1 < 1 and 0 <= t.beta2 < 1, f"train.beta1/beta2 = {t.beta1}/{t.beta2} must be in [0, 1)"),
         (t.threads > 0, f"train.threads = {t.threads} must be > 0"),
         (t.device in ("auto", "cpu", "cuda"), f"train.device = {t.device!r}; choose auto, cpu or cuda"),
+    ]
+    for ok, message in checks:
+        if not ok:
+            raise UserError(f"params: {where}: {message}")
+
+
+def _positive_ints(values: Any) -> bool:
+    return isinstance(values, list) and bool(values) and all(type(v) is int and v > 0 for v in values)
+
+
+def _validate_eval(e: EvalConfig, where: str) -> None:
+    checks = [
+        (_positive_ints(e.length_multiples), f"eval.length_multiples = {e.length_multiples!r} must be a non-empty "
+         "list of positive integers (multiples of block_size, e.g. [1, 2, 4, 8])"),
+        (_positive_ints(e.gen_multiples), f"eval.gen_multiples = {e.gen_multiples!r} must be a non-empty list of "
+         "positive integers"),
+        (e.max_tokens > 0, f"eval.max_tokens = {e.max_tokens} must be > 0"),
+        (e.split_tokens >= 0, f"eval.split_tokens = {e.split_tokens} must be >= 0 (0 = the whole split)"),
+        (e.probe_lines > 0 and e.order_windows > 0, "eval.probe_lines and eval.order_windows must be > 0"),
+        (e.top_k > 0, f"eval.top_k = {e.top_k} must be > 0"),
+        (e.temperature >= 0, f"eval.temperature = {e.temperature} must be >= 0 (0 = greedy)"),
     ]
     for ok, message in checks:
         if not ok:
