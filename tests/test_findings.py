@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import pytest
+
 from miniformer.findings import Metrics, breakages, claims, directional, equality
 
 
@@ -105,3 +107,94 @@ def test_breakage_log_explains_a_leak():
     m = Metrics({"baseline": base(), "attn_no_mask": seeds(0.03, val_loss_with_causal_mask=4.7)})
     (row,) = breakages(m, {}, {})
     assert row["outcome"].startswith("leaked: 0.030 reading the future, 4.700 once the causal mask is restored")
+
+
+# --- every claim, every verdict it can return, on metrics where the answer is known ----------------------------------
+# The baseline's seeds give σ = 0.01 for every key (2σ = 0.02).
+
+HEADS_MONOTONE = {"attn_single_head": seeds(2.3), "heads_2": seeds(2.2), "heads_8": seeds(1.9),
+                  "heads_16": seeds(1.85), "heads_32": seeds(1.8)}
+ENTROPY = {"attn_single_head": seeds(2.0, attention_entropy=2.0, loss_spikes=0)}
+LEAK = {"attn_single_head": seeds(2.0, final_train_loss=2.0)}
+POSITIONS = {"pos_sinusoidal": seeds(2.0, loss_at_1x=2.0, loss_at_4x=4.0)}
+
+CLAIM_CASES = [
+    ("Head count has a U-shape at fixed width", HEADS_MONOTONE, "not reproduced"),
+    ("Head count has a U-shape at fixed width", {}, "not run"),
+    ("Learned ≈ sinusoidal positions in distribution", {"pos_learned": seeds(2.01), "pos_sinusoidal": seeds(2.0)},
+     "reproduced"),
+    ("Learned ≈ sinusoidal positions in distribution", {"pos_learned": seeds(2.1), "pos_sinusoidal": seeds(2.0)},
+     "not reproduced"),
+    ("Learned ≈ sinusoidal positions in distribution", {"pos_learned": seeds(2.1)}, "not run"),
+    ("1/√d keeps softmax out of saturation (no-scale: lower entropy)",
+     {**ENTROPY, "attn_no_scale": seeds(2.0, attention_entropy=1.0)}, "reproduced"),
+    ("1/√d keeps softmax out of saturation (no-scale: lower entropy)",
+     {**ENTROPY, "attn_no_scale": seeds(2.0, attention_entropy=3.0)}, "not reproduced"),
+    ("1/√d keeps softmax out of saturation (no-scale: lower entropy)",
+     {**ENTROPY, "attn_no_scale": seeds(2.0, attention_entropy=1.995)}, "within noise"),
+    ("1/√d keeps softmax out of saturation (no-scale: lower entropy)", ENTROPY, "not run"),
+    ("Past the training length: sinusoidal worst, RoPE degrades, ALiBi best", POSITIONS, "not run"),
+    ("ALiBi stays flat past the training length", POSITIONS, "not run"),
+    ("At short training length ALiBi does not win in distribution",
+     {"pos_alibi": seeds(2.01), "pos_sinusoidal": seeds(2.0)}, "reproduced"),
+    ("At short training length ALiBi does not win in distribution",
+     {"pos_alibi": seeds(1.9), "pos_sinusoidal": seeds(2.0)}, "not reproduced"),
+    ("At short training length ALiBi does not win in distribution", {"pos_alibi": seeds(1.9)}, "not run"),
+    ("Learned absolute positions cannot extrapolate",
+     {"pos_learned": seeds(2.0, loss_at_1x=2.0, loss_at_2x=None, loss_at_4x=None)}, "reproduced"),
+    ("Learned absolute positions cannot extrapolate",
+     {"pos_learned": seeds(2.0, loss_at_1x=2.0, loss_at_2x=2.1, loss_at_4x=None)}, "not reproduced"),
+    ("Learned absolute positions cannot extrapolate", {"pos_learned": seeds(2.0, loss_at_1x=2.0)}, "not run"),
+    ("Learned absolute positions cannot extrapolate", {}, "not run"),
+    ("Causal LM without positions is close to with", {"pos_none": seeds(2.005)}, "within noise"),
+    ("Causal LM without positions is close to with", {"pos_none": seeds(2.1)}, "reproduced"),
+    ("Causal LM without positions is close to with", {"pos_none": seeds(2.5)}, "not reproduced"),
+    ("Causal LM without positions is close to with", {}, "not run"),
+    ("Masked LM without positions fails", {"obj_mlm": seeds(1.5), "obj_mlm_nope": seeds(1.0)}, "not reproduced"),
+    ("Masked LM without positions fails", {"obj_mlm": seeds(1.5)}, "not run"),
+    ("Post-norm needs warm-up; pre-norm trains without", {"block_post_norm": seeds(2.0)}, "not run"),
+    ("With warm-up, pre-norm is not always better at the end", {"block_post_norm": seeds(2.01)}, "reproduced"),
+    ("With warm-up, pre-norm is not always better at the end", {"block_post_norm": seeds(2.5)}, "not reproduced"),
+    ("With warm-up, pre-norm is not always better at the end", {}, "not run"),
+    ("RMSNorm ≈ LayerNorm", {}, "not run"),
+    ("No residual → token representations collapse toward uniform",
+     {"block_no_residual": seeds(3.0, hidden_uniformity=0.51)}, "not reproduced"),
+    ("No residual → token representations collapse toward uniform",
+     {"block_no_residual": seeds(2.0, hidden_uniformity=0.99)}, "not reproduced"),
+    ("No residual → token representations collapse toward uniform", {}, "not run"),
+    ("Low attention entropy goes with instability",
+     {**ENTROPY, "attn_no_scale": seeds(2.0, attention_entropy=1.0, loss_spikes=3)}, "reproduced"),
+    ("Low attention entropy goes with instability",
+     {**ENTROPY, "attn_no_scale": seeds(2.0, attention_entropy=1.0, loss_spikes=0)}, "not reproduced"),
+    ("Low attention entropy goes with instability",
+     {**ENTROPY, "attn_no_scale": seeds(2.0, attention_entropy=3.0, loss_spikes=3)}, "not reproduced"),
+    ("Low attention entropy goes with instability", ENTROPY, "not run"),
+    ("Denoising objectives beat plain LM on a recovery probe", {"obj_mlm": seeds(1.5, recovery_accuracy=0.1)},
+     "not reproduced"),
+    ("Denoising objectives beat plain LM on a recovery probe", {"obj_mlm": seeds(1.5, recovery_accuracy=0.305)},
+     "within noise"),
+    ("Denoising objectives beat plain LM on a recovery probe", {}, "not run"),
+    ("No causal mask → leaked, too-low train loss",
+     {**LEAK, "attn_no_mask": seeds(0.5, final_train_loss=0.5, val_loss_with_causal_mask=4.0)}, "reproduced"),
+    ("No causal mask → leaked, too-low train loss",
+     {**LEAK, "attn_no_mask": seeds(2.0, final_train_loss=2.0, val_loss_with_causal_mask=4.0)}, "not reproduced"),
+    ("No causal mask → leaked, too-low train loss",
+     {**LEAK, "attn_no_mask": seeds(0.5, final_train_loss=0.5, val_loss_with_causal_mask=2.0)}, "not reproduced"),
+    ("No causal mask → leaked, too-low train loss", LEAK, "not run"),
+    ("Swapping Q/K roles is a relabelling (no change)",
+     {"attn_single_head": seeds(2.0), "attn_qkv_swap": seeds(2.01)}, "reproduced"),
+    ("Swapping Q/K roles is a relabelling (no change)",
+     {"attn_single_head": seeds(2.0), "attn_qkv_swap": seeds(2.3)}, "not reproduced"),
+    ("Swapping Q/K roles is a relabelling (no change)", {"attn_single_head": seeds(2.0)}, "not run"),
+]
+
+
+def test_every_claim_is_covered_by_the_cases():
+    named = {c.claim for c in claims(Metrics({"baseline": base()}))}
+    assert named == {claim for claim, _, _ in CLAIM_CASES}
+
+
+@pytest.mark.parametrize("claim,runs,expected", CLAIM_CASES, ids=[f"{c[0][:40]}->{c[2]}" for c in CLAIM_CASES])
+def test_each_claim_returns_each_of_its_verdicts(claim, runs, expected):
+    assert by_claim({"baseline": base(), **runs})[claim] == expected
+
