@@ -21,7 +21,7 @@ venv: $(VENV)/.installed
 study: venv
 	snakemake --cores $(CORES) all
 
-# the peer implementation on the study's variants, then the report again with its table (after `make study`)
+# the peer implementation on the study's variants (its init and ours), then the report again with its table
 crosscheck: venv
 	snakemake --cores $(CORES) crosscheck
 	snakemake --cores $(CORES) all

@@ -9,6 +9,7 @@ import sys
 from pathlib import Path
 
 from miniformer.codehash import EVALUATION_CODE, TRAINING_CODE, code_hash
+from miniformer.crosscheck import peer_experiments
 from miniformer.params import Study
 
 configfile: "params.yaml"

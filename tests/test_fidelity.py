@@ -284,7 +284,7 @@ def test_prefix_generations_in_evaluation_continue_a_prompt(objective_runs):
 @pytest.mark.slow
 def test_crosscheck_agrees_with_the_peer_on_a_small_config(tmp_path):
     """Ours and x-transformers, same tokens, batches, schedule and evaluation: pre-norm RoPE and post-norm agree."""
-    from miniformer.crosscheck import crosscheck
+    from miniformer.crosscheck import crosscheck, read_crosscheck
     from miniformer.evaluate import evaluate
     from miniformer.findings import Metrics, peer_comparisons
     from miniformer.params import Study
@@ -312,16 +312,22 @@ def test_crosscheck_agrees_with_the_peer_on_a_small_config(tmp_path):
         train(run, data, tmp_path / "runs" / exp / f"seed{seed}", resume="never", progress=False)
         ev = evaluate(run, tmp_path / "runs" / exp / f"seed{seed}", tmp_path / "eval" / exp / f"seed{seed}", data)
         nested.setdefault(exp, {})[f"seed{seed}"] = {"val_loss": ev["val_loss"]}
-    peer = crosscheck(study, data, tmp_path / "crosscheck.json")
-    written = json.loads((tmp_path / "crosscheck.json").read_text())
-    assert written.keys() == peer.keys() == {"baseline", "block_post_norm"}
+    peer = crosscheck(study, data, tmp_path / "crosscheck")
+    assert read_crosscheck(tmp_path / "crosscheck") == json.loads(json.dumps(peer))
+    assert peer.keys() == {"baseline", "block_post_norm"}
     rows = peer_comparisons(Metrics(nested), peer, {"baseline": "seed0", "block_post_norm": "seed0"})
     for r in rows:
-        assert r.agrees, f"{r.experiment}: ours {r.ours:.3f} vs peer {r.peer:.3f} (tolerance {r.tolerance:.3f})"
+        assert r.outcome == "agree", f"{r.experiment}: ours {r.ours:.3f} vs peer {r.peer:.3f} (tol {r.tolerance:.3f})"
         assert set(r.peer_at) == {"1", "2"}  # past block_size the two may differ by design; the report shows both
-    # and the check can fail: a peer 0.2 nats away is flagged
-    far = {e: {**p, "val_loss": p["val_loss"] + 0.2} for e, p in peer.items()}
-    assert not any(r.agrees for r in peer_comparisons(Metrics(nested), far, {}))
+
+    # and the check can fail: 0.2 nats away is flagged, and explained by the init only when the peer under ours agrees
+    def moved(own: float, ours_init: float) -> dict:
+        return {e: {"inits": {"own": {**p["inits"]["own"], "val_loss": p["inits"]["own"]["val_loss"] + own},
+                              "vaswani": {**p["inits"]["vaswani"], "val_loss": r.ours + ours_init}}}
+                for (e, p), r in zip(peer.items(), rows)}
+
+    assert {r.outcome for r in peer_comparisons(Metrics(nested), moved(0.2, 0.0), {})} == {"init"}
+    assert {r.outcome for r in peer_comparisons(Metrics(nested), moved(0.2, 0.2), {})} == {"DISAGREE"}
 
 
 def test_generate_command_reads_a_prefix_models_prompt_bidirectionally(objective_runs, monkeypatch):

@@ -107,10 +107,10 @@ def cmd_report(args) -> None:
 def cmd_crosscheck(args) -> None:
     from miniformer.crosscheck import crosscheck
 
-    out = Path(args.results) / "crosscheck.json"
-    _writable(out.parent)
+    out = Path(args.results) / "crosscheck"
+    _writable(out)
     result = crosscheck(_study(args), Path(args.data), out, args.experiments or None)
-    print(f"cross-check of {len(result)} variant(s) written to {out}")
+    print(f"cross-check of {len(result)} variant(s) written to {out}/")
 
 
 def cmd_runs(args) -> None:

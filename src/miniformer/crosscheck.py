@@ -5,10 +5,14 @@ A variant that trains badly here may be a finding or a bug in our implementation
 generator, the same warm-up + cosine schedule, AdamW groups and clipping, and our Evaluator for the numbers. What
 differs is everything the peer decides for itself (its init, its feed-forward biases, its own module code) — which
 is the point: if ours disagrees with it beyond the seed noise, ours has a bug until a measurement explains why.
+
+The peer trains twice per variant: with its own init, and with ours (Vaswani's: Xavier-uniform matrices, unit-scale
+token embeddings). Where ours differs from the first but not from the second, the init explains the difference.
 """
 
 from __future__ import annotations
 
+import json
 import math
 import sys
 import time
@@ -121,11 +125,27 @@ class PeerLM(nn.Module):
         return out
 
 
-def train_peer(run: RunConfig, data: TokenData) -> tuple[PeerLM, list[dict]]:
+PEER_INITS = ("own", "vaswani")
+
+
+def vaswani_init_(model: PeerLM) -> None:
+    """Our init on the peer's modules: Xavier-uniform matrices, zero biases, token embeddings N(0, 1) (what our
+    √C-scaled N(0, 1/C) embeddings feed the first block). The peer's output layer stays untied."""
+    for module in model.net.modules():
+        if isinstance(module, nn.Linear):
+            nn.init.xavier_uniform_(module.weight)
+            if module.bias is not None:
+                nn.init.zeros_(module.bias)
+    nn.init.normal_(model.net.token_emb.emb.weight, std=1.0)
+
+
+def train_peer(run: RunConfig, data: TokenData, init: str = "own") -> tuple[PeerLM, list[dict]]:
     """Our schedule on the peer: same seed, batches, LR curve, AdamW groups (decay on matrices only), clipping."""
     t = run.train
     torch.manual_seed(run.seed)
     model = PeerLM(peer_spec(run), data.vocab_size)
+    if init == "vaswani":
+        vaswani_init_(model)
     decay = [p for p in model.parameters() if p.dim() >= 2]
     no_decay = [p for p in model.parameters() if p.dim() < 2]
     opt = torch.optim.AdamW(
@@ -151,24 +171,30 @@ def train_peer(run: RunConfig, data: TokenData) -> tuple[PeerLM, list[dict]]:
     return model.eval(), rows
 
 
-def crosscheck_one(run: RunConfig, data_dir: Path) -> dict:
+def crosscheck_one(run: RunConfig, data_dir: Path, inits: tuple[str, ...] = PEER_INITS) -> dict:
+    """The peer's numbers for one variant under each init: val loss and loss at every length multiple."""
     data = TokenData(data_dir)
     torch.set_num_threads(run.train.threads)
-    started = time.perf_counter()
-    model, rows = train_peer(run, data)
-    ev = Evaluator.for_model(run, model, data)
-    lengths = ev.length_sweep()
-    return {
+    result: dict = {
         "peer": "x-transformers",
         "peer_version": _peer_version(),
         "peer_args": {**peer_spec(run).wrapper, **peer_spec(run).decoder},
         "seed": run.seed,
         "steps": run.train.steps,
-        "val_loss": ev.split_loss("val"),
-        "loss_at": {m: v["loss"] for m, v in lengths.items() if v.get("applicable")},
-        "train_log": rows,
-        "seconds": time.perf_counter() - started,
+        "inits": {},
     }
+    for init in inits:
+        started = time.perf_counter()
+        model, rows = train_peer(run, data, init)
+        ev = Evaluator.for_model(run, model, data)
+        lengths = ev.length_sweep()
+        result["inits"][init] = {
+            "val_loss": ev.split_loss("val"),
+            "loss_at": {m: v["loss"] for m, v in lengths.items() if v.get("applicable")},
+            "train_log": rows,
+            "seconds": time.perf_counter() - started,
+        }
+    return result
 
 
 def _peer_version() -> str:
@@ -177,9 +203,10 @@ def _peer_version() -> str:
     return version("x-transformers")
 
 
-def crosscheck(study: Study, data_dir: Path, out: Path, experiments: list[str] | None = None) -> dict:
-    """Train the peer for each variant it has (seed = the study's first seed) and write ``out`` (JSON)."""
-    names = experiments or [e for e in PEER_VARIANTS if e in study.experiments]
+def crosscheck(study: Study, data_dir: Path, out_dir: Path, experiments: list[str] | None = None) -> dict:
+    """Train the peer for each variant (seed = the study's first seed); one ``out_dir/<experiment>.json`` each, so
+    variants run as parallel jobs and a killed cross-check keeps what it finished."""
+    names = experiments or peer_experiments(study)
     unknown = [e for e in names if e not in study.experiments]
     if unknown:
         raise UserError(f"crosscheck: unknown experiment(s) {unknown}; known: {sorted(study.experiments)}")
@@ -187,6 +214,17 @@ def crosscheck(study: Study, data_dir: Path, out: Path, experiments: list[str] |
     for name in names:
         run = study.config(name, study.seeds_for(name)[0])
         result[name] = crosscheck_one(run, data_dir)
-        print(f"crosscheck {name}: peer val {result[name]['val_loss']:.4f}", file=sys.stderr)
-        write_json(out, result)  # after every variant: a killed cross-check keeps what it finished
+        vals = ", ".join(f"{i} init {r['val_loss']:.4f}" for i, r in result[name]["inits"].items())
+        print(f"crosscheck {name}: peer val {vals}", file=sys.stderr)
+        write_json(Path(out_dir) / f"{name}.json", result[name])
     return result
+
+
+def peer_experiments(study: Study) -> list[str]:
+    """The study's experiments the peer has an equivalent of."""
+    return [e for e in PEER_VARIANTS if e in study.experiments]
+
+
+def read_crosscheck(folder: Path) -> dict:
+    """Every variant's peer numbers found in ``folder`` (empty when the cross-check has not run)."""
+    return {p.stem: json.loads(p.read_text(encoding="utf-8")) for p in sorted(Path(folder).glob("*.json"))}

@@ -400,32 +400,49 @@ AGREEMENT_MARGIN = 0.05  # nats beyond the noise floor before a difference with 
 class PeerComparison:
     experiment: str
     ours: float | None
-    peer: float
-    diff: float | None
+    peer: float | None  # the peer with its own init
+    peer_our_init: float | None  # the peer with our (Vaswani's) init
     tolerance: float
-    agrees: bool | None
     ours_at: dict[str, float | None]
     peer_at: dict[str, float]
 
+    @property
+    def diff(self) -> float | None:
+        return None if self.ours is None or self.peer is None else self.ours - self.peer
+
+    @property
+    def diff_our_init(self) -> float | None:
+        return None if self.ours is None or self.peer_our_init is None else self.ours - self.peer_our_init
+
+    @property
+    def outcome(self) -> str:
+        """agree | init (differs from the peer's own init, agrees under ours) | DISAGREE | n/a."""
+        if self.diff is None:
+            return "n/a"
+        if abs(self.diff) <= self.tolerance:
+            return "agree"
+        if self.diff_our_init is not None and abs(self.diff_our_init) <= self.tolerance:
+            return "init"
+        return "DISAGREE"
+
 
 def peer_comparisons(m: Metrics, peer: dict, seed_key: dict[str, str]) -> list[PeerComparison]:
-    """Ours beside the peer per variant, same seed; flagged where |ours − peer| > 2σ (baseline seeds) + 0.05."""
+    """Ours beside the peer per variant, same seed; flagged where |ours − peer| > 2σ (baseline seeds) + 0.05 nats,
+    and explained by the init where the peer given our init lands within that of ours."""
     tolerance = NOISE_SIGMAS * m.noise() + AGREEMENT_MARGIN
     rows = []
     for exp, p in peer.items():
         run = m.nested.get(exp, {}).get(seed_key.get(exp, "seed0"), {})
-        ours = run.get("val_loss")
-        diff = None if ours is None else ours - p["val_loss"]
+        own, ours_init = p["inits"].get("own", {}), p["inits"].get("vaswani", {})
         rows.append(
             PeerComparison(
                 exp,
-                ours,
-                p["val_loss"],
-                diff,
+                run.get("val_loss"),
+                own.get("val_loss"),
+                ours_init.get("val_loss"),
                 tolerance,
-                None if diff is None else abs(diff) <= tolerance,
-                {k: run.get(f"loss_at_{k}x") for k in p["loss_at"]},
-                p["loss_at"],
+                {k: run.get(f"loss_at_{k}x") for k in own.get("loss_at", {})},
+                own.get("loss_at", {}),
             )
         )
     return rows

@@ -14,6 +14,7 @@ from jinja2 import Environment, PackageLoader, select_autoescape
 
 from miniformer import figures
 from miniformer.aggregate import read_json
+from miniformer.crosscheck import read_crosscheck
 from miniformer.findings import HEAD_RUNS, POSITION_RUNS, Metrics, breakages, claims, peer_comparisons
 from miniformer.io import atomic_write_text
 from miniformer.params import Study
@@ -175,9 +176,7 @@ def build_report(study: Study, results: Path, out: Path, data_dir: Path = Path("
     probe = {e: files.eval(e)["probe"] for e in obj_exps}
 
     # fidelity: the peer implementation's numbers, when `miniformer crosscheck` has run
-    peer_path = results / "crosscheck.json"
-    peer = read_json(peer_path) if peer_path.exists() else {}
-    peer = {e: v for e, v in peer.items() if e in nested}
+    peer = {e: v for e, v in read_crosscheck(results / "crosscheck").items() if e in nested}
     crosscheck = peer_comparisons(m, peer, {e: f"seed{files.seed(e)}" for e in peer})
     peer_version = next(iter(peer.values()), {}).get("peer_version")
     init_pair = {e: m.mean(e, "val_loss") for e in ("block_post_norm", "block_post_norm_gpt2_init", "baseline",

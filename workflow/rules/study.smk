@@ -69,24 +69,32 @@ rule aggregate:
         "{MF} aggregate {PROF} > {log} 2>&1 && echo aggregate >> {RAN}"
 
 
-rule crosscheck:
+rule crosscheck:  # a target, like `all`: the peer implementation on every variant it has (`make crosscheck`)
+    input:
+        expand("results/crosscheck/{exp}.json", exp=peer_experiments(STUDY)),
+
+
+rule crosscheck_variant:
     input:
         rules.prepare.output,
-        expand(f"{SIGNATURES}/{{run[0]}}/seed{{run[1]}}.json", run=RUNS),
+        lambda wc: f"{SIGNATURES}/{wc.exp}/seed{STUDY.seeds_for(wc.exp)[0]}.json",  # the seed the peer repeats
     output:
-        "results/crosscheck.json",
+        "results/crosscheck/{exp}.json",
     threads: 1
+    resources:
+        mem_mb=2000,
+        runtime=120,
     log:
-        "results/logs/crosscheck.log",
+        "results/logs/crosscheck/{exp}.log",
     shell:
-        "{MF} crosscheck {PROF} > {log} 2>&1"
+        "{MF} crosscheck {wildcards.exp} {PROF} > {log} 2>&1"
 
 
 rule report:
     input:
         rules.aggregate.output.metrics,
         # the peer's table joins the report once `snakemake crosscheck` has made it (it is its own, optional target)
-        [p for p in ["results/crosscheck.json"] if Path(p).exists()],
+        sorted(str(p) for p in Path("results/crosscheck").glob("*.json")),
     output:
         report("report/report.html", category="Report"),
     log:
