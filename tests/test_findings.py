@@ -198,3 +198,33 @@ def test_every_claim_is_covered_by_the_cases():
 def test_each_claim_returns_each_of_its_verdicts(claim, runs, expected):
     assert by_claim({"baseline": base(), **runs})[claim] == expected
 
+
+
+def test_the_floor_is_two_sigma():
+    assert directional(0.025, 0.01) == "reproduced"  # beyond 2σ = 0.02 ...
+    assert directional(0.015, 0.01) == "within noise"  # ... and inside it
+    assert equality(0.025, 0.01) == "not reproduced"
+
+
+def test_extrapolation_order_needs_rope_between_sinusoidal_and_alibi():
+    claim = "Past the training length: sinusoidal worst, RoPE degrades, ALiBi best"
+    runs = {"baseline": base(loss_at_1x=2.0, loss_at_4x=2.3),
+            "pos_sinusoidal": seeds(2.0, loss_at_1x=2.0, loss_at_4x=4.0),
+            "pos_alibi": seeds(2.0, loss_at_1x=2.0, loss_at_4x=2.0)}
+    assert by_claim(runs)[claim] == "reproduced"
+    runs["pos_alibi"] = seeds(2.0, loss_at_1x=2.0, loss_at_4x=2.5)  # ALiBi grows more than RoPE
+    assert by_claim(runs)[claim] == "not reproduced"
+
+
+def test_peer_comparison_outcomes():
+    from miniformer.findings import PeerComparison
+
+    def row(ours, peer, peer_our_init):
+        return PeerComparison("x", ours, peer, peer_our_init, 0.07, {}, {})
+
+    assert row(2.0, 2.05, None).outcome == "agree"
+    assert row(2.0, 2.2, 2.03).outcome == "init"
+    assert row(2.0, 2.2, 2.2).outcome == "DISAGREE"
+    assert row(2.0, 1.8, None).outcome == "DISAGREE"
+    assert row(None, 2.0, 2.0).outcome == "n/a"
+    assert row(2.0, 2.2, 2.03).diff == pytest.approx(-0.2) and row(2.0, 2.2, 2.03).diff_our_init == pytest.approx(-0.03)
