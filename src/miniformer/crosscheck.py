@@ -164,10 +164,11 @@ def train_peer(run: RunConfig, data: TokenData, init: str = "own") -> tuple[Peer
         opt.zero_grad(set_to_none=True)
         loss.backward()
         torch.nn.utils.clip_grad_norm_(model.parameters(), t.grad_clip)
-        if math.isfinite(float(loss)):
+        loss_value = loss.item()
+        if math.isfinite(loss_value):
             opt.step()
         if (step + 1) % t.log_every == 0 or step + 1 == t.steps:
-            rows.append({"step": step + 1, "train_loss": float(loss)})
+            rows.append({"step": step + 1, "train_loss": loss_value})
     return model.eval(), rows
 
 
