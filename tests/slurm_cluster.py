@@ -1,6 +1,6 @@
 """A real single-node Slurm (munged + slurmctld + slurmd) brought up in a folder, for the cluster test.
 
-Configuration and start order follow shared/notes/slurm.md: no accounting (the profile uses `squeue` for status),
+Configuration and start order: no accounting (the profile uses `squeue` for status),
 every path under one run folder, the config reachable at /etc/slurm/slurm.conf (the plugin's `srun` inside a job drops
 SLURM_CONF). Daemons are stopped by the PIDs this module started.
 """

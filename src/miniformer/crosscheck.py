@@ -176,10 +176,11 @@ def crosscheck_one(run: RunConfig, data_dir: Path, inits: tuple[str, ...] = PEER
     """The peer's numbers for one variant under each init: val loss and loss at every length multiple."""
     data = TokenData(data_dir)
     torch.set_num_threads(run.train.threads)
+    spec = peer_spec(run)
     result: dict = {
         "peer": "x-transformers",
         "peer_version": _peer_version(),
-        "peer_args": {**peer_spec(run).wrapper, **peer_spec(run).decoder},
+        "peer_args": {**spec.wrapper, **spec.decoder},
         "seed": run.seed,
         "steps": run.train.steps,
         "inits": {},

@@ -77,7 +77,7 @@ def _diff(a: float | None, b: float | None) -> float | None:
 
 
 def claims(m: Metrics) -> list[Finding]:
-    """One Finding per claim of shared/notes/claims.md, each computed from the metrics."""
+    """One Finding per published claim the study checks (source in each Finding), each computed from the metrics."""
     σ = m.noise("val_loss")
     floor = f"noise floor 2σ = {NOISE_SIGMAS * σ:.3f}"
     val = lambda e: m.mean(e, "val_loss")  # noqa: E731
