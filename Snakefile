@@ -51,6 +51,7 @@ for _exp, _seed in RUNS:
     write_signature(f"{SIGNATURES}/{_exp}/seed{_seed}.json",
                     json.dumps({**STUDY.config(_exp, _seed).to_dict(), "training_code": _TRAINING_CODE},
                                sort_keys=True, indent=1))
+write_signature(f"{SIGNATURES}/findings.json", json.dumps(STUDY.raw.get("findings") or {}, sort_keys=True))
 write_signature(f"{SIGNATURES}/evaluation-code.json", json.dumps({"evaluation_code": code_hash(EVALUATION_CODE)}))
 
 

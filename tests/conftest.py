@@ -51,7 +51,7 @@ def tiny_params(corpus: Path, **overrides) -> dict:
         "eval": {
             "max_tokens": 1024,
             "split_tokens": 2048,
-            "probe_lines": 4,
+            "probe_items": 4,
             "order_windows": 4,
             "length_multiples": [1, 2, 4],
         },

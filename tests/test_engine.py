@@ -226,6 +226,13 @@ def test_evaluate_writes_every_item(study_dir):
     assert len(attention["tokens"]) == len(attention["weights"][0][0])
     mlm = json.loads((ev_dir / "obj_mlm" / "seed0" / "eval.json").read_text())
     assert 0 <= mlm["probe"]["recovery_accuracy"] <= 1 and mlm["probe"]["continuation_loss"] is None
+    assert mlm["probe"]["recovery_items"] == base["probe"]["recovery_items"] == 4  # eval.probe_items of the test
+    windows = json.loads((ev_dir / "baseline" / "seed0" / "windows.json").read_text())
+    assert len(windows["probe"]) == 4 and set(windows["probe"]) <= {0, 1}
+    assert sum(windows["probe"]) / 4 == base["probe"]["recovery_accuracy"]
+    val = windows["val"]
+    assert abs(sum(val["sum"]) / sum(val["count"]) - base["val_loss"]) < 1e-3  # per-window losses add up to the mean
+    assert sorted(windows["lengths"]) == ["1", "2", "4"]
 
 
 def test_mlm_without_positions_is_blind_to_order(tmp_path, corpus):

@@ -13,7 +13,7 @@ import pytest
 import torch
 import yaml
 
-from miniformer.model import MiniFormer, ModelConfig, prefix_attention_mask
+from miniformer.model import MiniFormer, ModelConfig
 from miniformer.objectives import (
     IGNORE,
     Specials,
@@ -134,7 +134,8 @@ class Recorder(torch.nn.Module):
 
 def test_prefix_generation_mask_is_the_training_prefix_mask():
     for p, T in [(0, 5), (3, 7), (7, 7)]:
-        assert torch.equal(prefix_attention_mask(p, T, torch.device("cpu")), prefix_mask(torch.tensor([p]), T)[0])
+        expected = torch.tensor([[j < p or j <= i for j in range(T)] for i in range(T)])
+        assert torch.equal(prefix_mask(torch.tensor([p]), T)[0], expected)
 
 
 def test_prefix_generation_reads_the_prompt_bidirectionally():
@@ -247,7 +248,7 @@ def test_evaluation_probe_and_generation_use_each_objectives_format(objective_ru
         model, _, _ = load_run_model(tmp / "runs" / exp, torch.device("cpu"))
         recorder = Recorder(model.cfg.vocab_size)
         ev = Evaluator.for_model(run, recorder, data)
-        ev._recover(ids, 10, data.vocab_size)
+        ev._recover(ids, 10)
         x, mask = recorder.calls[-1]
         mask = mask.reshape(mask.shape[-2:])  # one example: (1, T, T) or (T, T)
         if exp == "obj_mlm":

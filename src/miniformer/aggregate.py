@@ -1,4 +1,5 @@
-"""Stage `aggregate`: every run's metrics into results/metrics.json (what `dvc metrics` reads) and CSV tables."""
+"""Stage `aggregate`: every run's metrics into results/metrics.json (what `dvc metrics` reads), CSV tables, and the
+per-window samples behind the report's intervals into results/windows.json."""
 
 from __future__ import annotations
 
@@ -33,6 +34,7 @@ def run_scalars(train: dict, ev: dict) -> dict:
         "order_delta": ev.get("order_sensitivity", {}).get("delta"),
         "hidden_uniformity": ev.get("hidden_uniformity"),
         "recovery_accuracy": ev.get("probe", {}).get("recovery_accuracy"),
+        "probe_candidate_recall": ev.get("probe", {}).get("candidate_recall"),
         "continuation_loss": ev.get("probe", {}).get("continuation_loss"),
         "upper_triangle_zero": ev.get("attention_upper_triangle_zero"),
     }
@@ -50,20 +52,34 @@ def _mean(xs: list[float]) -> float | None:
     return sum(xs) / len(xs) if xs else None
 
 
+def run_samples(results: Path, exp: str, seed: int) -> dict:
+    """What the report's intervals resample: per-window val losses, per-item probe outcomes, the val curve."""
+    ev_dir, run_dir = results / "eval" / exp / f"seed{seed}", results / "runs" / exp / f"seed{seed}"
+    out = read_json(ev_dir / "windows.json")
+    curve = run_dir / "curve.json"
+    if curve.exists():
+        points = json.loads(curve.read_text(encoding="utf-8"))["points"]
+        out["curve"] = {"steps": [p["step"] for p in points], "windows": [p["windows"] for p in points]}
+    return out
+
+
 def aggregate(study: Study, results: Path) -> dict:
     nested: dict[str, dict] = {}
+    samples: dict[str, dict] = {}
     rows, perf = [], {}
     for exp, seed in study.runs():
         train = read_json(results / "runs" / exp / f"seed{seed}" / "metrics.json")
         ev = read_json(results / "eval" / exp / f"seed{seed}" / "eval.json")
         scalars = run_scalars(train, ev)
         nested.setdefault(exp, {})[f"seed{seed}"] = scalars
+        samples.setdefault(exp, {})[f"seed{seed}"] = run_samples(results, exp, seed)
         cfg = study.config(exp, seed)
         rows.append({"experiment": exp, "group": cfg.group, "seed": seed, **scalars})
         perf_path = results / "runs" / exp / f"seed{seed}" / "perf.json"
         if perf_path.exists():
             perf[f"{exp}/seed{seed}"] = json.loads(perf_path.read_text())
     write_json(results / "metrics.json", nested)
+    write_json(results / "windows.json", samples)
     write_json(results / "perf.json", perf)
     (results / "tables").mkdir(parents=True, exist_ok=True)
     atomic_write_text(results / "tables" / "runs.csv", pd.DataFrame(rows).to_csv(index=False))

@@ -50,6 +50,13 @@ def make_causal_mask(n_tok: int, device: torch.device | str | None = None) -> Te
     return torch.ones(n_tok, n_tok, dtype=torch.bool, device=device).tril()
 
 
+def prefix_mask(prefix_lengths: Tensor, T: int, device: torch.device | str | None = None) -> Tensor:
+    """(B, T, T) prefix-LM masks: query i sees key j if j is in its row's prefix (j < p) or j <= i."""
+    j = torch.arange(T, device=device)
+    in_prefix = j[None, None, :] < prefix_lengths.to(device)[:, None, None]
+    return in_prefix | make_causal_mask(T, device)[None]
+
+
 def apply_causal_mask(mask: Tensor, A: Tensor) -> Tensor:
     """Set scores where ``mask`` is False to -inf so softmax gives them exactly zero weight."""
     return A.masked_fill(~mask, float("-inf"))

@@ -81,14 +81,13 @@ def cmd_run_experiment(args) -> None:
     experiment (≈ 2 s each; the smoke study under DVC went from 200 s to 133 s). A re-run for an evaluation change
     does not retrain: the finished checkpoint of the same config and code is resumed at its last step.
     """
-    seeds = _study(args).seeds_for(args.experiment)
+    study = _study(args)
+    runs = [(name, seed) for name in study.sweep_of(args.experiment) for seed in study.seeds_for(name)]
     args.no_resume = args.resume = False
-    for seed in seeds:
-        args.seed = seed
-        cmd_train(args)
-    for seed in seeds:
-        args.seed = seed
-        cmd_evaluate(args)
+    for step in (cmd_train, cmd_evaluate):
+        for name, seed in runs:  # the experiment's seeds, then its sweep's points (DVC has one stage per experiment)
+            args.experiment, args.seed = name, seed
+            step(args)
 
 
 def cmd_aggregate(args) -> None:

@@ -12,7 +12,7 @@ import hashlib
 from pathlib import Path
 
 PACKAGE_DIR = Path(__file__).resolve().parent
-TRAINING_CODE = ("attention.py", "positions.py", "model.py", "objectives.py", "train.py")
+TRAINING_CODE = ("attention.py", "positions.py", "model.py", "objectives.py", "scoring.py", "train.py")
 EVALUATION_CODE = ("evaluate.py",)
 
 

@@ -130,13 +130,17 @@ PEER_INITS = ("own", "vaswani")
 
 def vaswani_init_(model: PeerLM) -> None:
     """Our init on the peer's modules: Xavier-uniform matrices, zero biases, token embeddings N(0, 1) (what our
-    √C-scaled N(0, 1/C) embeddings feed the first block). The peer's output layer stays untied."""
+    √C-scaled N(0, 1/C) embeddings feed the first block), a zero T5 bias table. The peer's output layer stays
+    untied."""
     for module in model.net.modules():
         if isinstance(module, nn.Linear):
             nn.init.xavier_uniform_(module.weight)
             if module.bias is not None:
                 nn.init.zeros_(module.bias)
     nn.init.normal_(model.net.token_emb.emb.weight, std=1.0)
+    for name, p in model.net.named_parameters():
+        if name.endswith("relative_attention_bias.weight"):  # T5 bias: ours starts at zero, the peer's at N(0, 1)
+            nn.init.zeros_(p)
 
 
 def train_peer(run: RunConfig, data: TokenData, init: str = "own") -> tuple[PeerLM, list[dict]]:

@@ -15,12 +15,13 @@ from miniformer.attention import make_causal_mask
 from miniformer.errors import UserError
 from miniformer.io import write_json
 from miniformer.model import MiniFormer, ModelConfig
-from miniformer.objectives import IGNORE, Specials, demo_prompt, make_batch, prefix_mask, window_length
+from miniformer.objectives import IGNORE, Specials, generation_prompt, make_batch, prefix_mask, window_length
 from miniformer.params import RunConfig
 from miniformer.prepare import TokenData
+from miniformer.scoring import BATCH, mean_loss, window_losses, windows
 from miniformer.train import attention_entropy, pick_device
 
-BATCH = 16
+PROBE_CANDIDATES = 16  # left-to-right probe: tokens rescored per hidden position (their recall is reported)
 PER_POSITION_BINS = 32
 
 
@@ -35,15 +36,6 @@ def load_run_model(run_dir: Path, device: torch.device) -> tuple[MiniFormer, dic
     model = MiniFormer(ModelConfig.from_dict(json.loads(s["model_config"]))).to(device)
     model.load_state_dict(s["model"])
     return model.eval(), json.loads(s["config"]), s
-
-
-def windows(data: np.ndarray, length: int, max_tokens: int | None = None, stride: int | None = None) -> Tensor:
-    """Consecutive windows of ``length`` tokens (stride ``length - 1`` so every target token is scored once)."""
-    stride = stride or max(1, length - 1)
-    starts = list(range(0, len(data) - length + 1, stride))
-    if max_tokens is not None:
-        starts = starts[: max(1, max_tokens // length)]
-    return torch.from_numpy(np.stack([data[s : s + length].astype(np.int64) for s in starts]))
 
 
 class Evaluator:
@@ -70,33 +62,24 @@ class Evaluator:
         return ev
 
     def _setup(self) -> None:
+        self.per_window: dict = {}  # windows.json: per-window losses and per-item probe outcomes
         self.specials = Specials(self.data.vocab_size)
         self.objective = self.run.train.objective
         self.T = self.run.model.block_size
         self.tok = self.data.tokenizer
 
-    def _batches(self, tokens: Tensor, g: torch.Generator, causal_override: bool = False):
-        for i in range(0, len(tokens), BATCH):
-            b = make_batch(self.objective, tokens[i : i + BATCH], self.specials, g)
-            mask = b.mask
-            if causal_override:
-                mask = make_causal_mask(b.x.size(1))
-            yield b.x.to(self.device), b.y.to(self.device), None if mask is None else mask.to(self.device)
-
     @torch.no_grad()
     def split_loss(self, split: str, causal_override: bool = False) -> float:
-        """Mean loss over every target token of a whole split (random masks from a fixed seed for MLM/span)."""
+        """Mean loss over every target token of a split (random masks from a fixed seed for MLM/span); the val
+        split's per-window losses are kept for the report's intervals."""
         tokens = windows(
             self.data.splits[split], window_length(self.objective, self.T), self.run.eval.split_tokens or None
         )
-        g = torch.Generator().manual_seed(0)
-        total, count = 0.0, 0
-        for x, y, mask in self._batches(tokens, g, causal_override):
-            logits = self.model(x, attn_mask=mask)["logits"]
-            loss = F.cross_entropy(logits.flatten(0, 1), y.flatten(), ignore_index=IGNORE, reduction="sum")
-            total += float(loss)
-            count += int((y != IGNORE).sum())
-        return total / max(count, 1)
+        mask = make_causal_mask(tokens.size(1) - 1) if causal_override else None
+        sums, counts = window_losses(self.model, tokens, self.objective, self.specials, self.device, mask)
+        if split == "val" and not causal_override:
+            self.per_window["val"] = {"sum": sums.round(4).tolist(), "count": counts.tolist()}
+        return mean_loss(sums, counts)
 
     @torch.no_grad()
     def length_sweep(self) -> dict:
@@ -114,12 +97,15 @@ class Evaluator:
                 out[str(m)] = {"applicable": False, "reason": f"{self.objective} is not a left-to-right objective"}
                 continue
             tokens = windows(self.data.splits["val"], L + 1, self.run.eval.max_tokens, stride=L)
-            pos_sum = torch.zeros(L)
+            pos_sum, per_window = torch.zeros(L), []
             for i in range(0, len(tokens), max(1, BATCH // m)):
                 chunk = tokens[i : i + max(1, BATCH // m)].to(self.device)
                 logits = self.model(chunk[:, :-1])["logits"]
                 nll = F.cross_entropy(logits.flatten(0, 1), chunk[:, 1:].flatten(), reduction="none")
-                pos_sum += nll.view(chunk.size(0), L).sum(0).float().cpu()
+                nll = nll.view(chunk.size(0), L).float().cpu()
+                pos_sum += nll.sum(0)
+                per_window.extend(nll.mean(1).tolist())
+            self.per_window.setdefault("lengths", {})[str(m)] = [round(v, 4) for v in per_window]
             per_pos = (pos_sum / len(tokens)).tolist()
             bins = np.array_split(
                 np.array(per_pos), min(PER_POSITION_BINS * m // max(self.run.eval.length_multiples), L)
@@ -222,63 +208,77 @@ class Evaluator:
         off_diag = sim.sum((1, 2)) - sim.diagonal(dim1=1, dim2=2).sum(1)
         return float((off_diag / (T * (T - 1))).mean())
 
-    def probe_lines(self) -> list[list[int]]:
-        text = self.tok.decode(self.data.splits["test"][: 200 * self.T].tolist())
-        lines = [ln for ln in text.split("\n") if 20 <= len(ln) <= self.T - 4 and not ln.endswith(":")]
+    def probe_items(self) -> list[tuple[list[int], int]]:
+        """Held-out lines of the test split, each with one hidden position: the same items for every run."""
+        text = self.tok.decode(self.data.splits["test"].tolist())
+        shortest = min(20, self.T // 2)  # verse lines (speaker names end with ':'), cut to fit a tiny model's block
+        lines = [ln[: self.T - 4] for ln in text.split("\n") if len(ln) >= shortest and not ln.endswith(":")]
         rng = random.Random(0)
         rng.shuffle(lines)
         out = []
         for ln in lines:
             ids, dropped = self.tok.encode_lossy(ln)
             if not dropped and len(ids) >= 8:
-                out.append(ids)
-            if len(out) == self.run.eval.probe_lines:
+                out.append((ids, rng.randrange(2, len(ids) - 2)))
+            if len(out) == self.run.eval.probe_items:
                 break
         return out
 
     @torch.no_grad()
     def shared_probe(self) -> dict:
-        """One score every objective can be given: recover a hidden token of a held-out line; plus continuation loss."""
-        lines = self.probe_lines()
-        rng = random.Random(1)
-        correct, cont_losses = 0, []
-        V = self.tok.vocab_size
-        for ids in lines:
-            i = rng.randrange(2, len(ids) - 2)
-            pred = self._recover(ids, i, V)
-            correct += int(pred == ids[i])
+        """One score every objective can be given: recover a hidden token of a held-out line; plus continuation loss.
+
+        Per-item outcomes go to windows.json, so the report can put an interval on the accuracy and compare two runs
+        item by item.
+        """
+        items = self.probe_items()
+        outcomes, in_candidates, cont_losses = [], [], []
+        for ids, i in items:
+            pred, proposed = self._recover(ids, i)
+            outcomes.append(int(pred == ids[i]))
+            in_candidates.append(proposed)
             cont = self._continuation_loss(ids)
             if cont is not None:
                 cont_losses.append(cont)
+        self.per_window["probe"] = outcomes
+        known = [c for c in in_candidates if c is not None]
         return {
-            "recovery_accuracy": correct / max(1, len(lines)),
-            "recovery_lines": len(lines),
+            "recovery_accuracy": float(np.mean(outcomes)) if outcomes else None,
+            "recovery_items": len(items),
+            "candidate_recall": float(np.mean(known)) if known else None,
             "continuation_loss": float(np.mean(cont_losses)) if cont_losses else None,
             "continuation_note": None if cont_losses else f"not defined for the {self.objective} objective",
         }
 
-    def _recover(self, ids: list[int], i: int, V: int) -> int:
-        dev = self.device
+    def _recover(self, ids: list[int], i: int) -> tuple[int, bool | None]:
+        """The model's guess for ids[i], read in its training format; and, for left-to-right models, whether the
+        true token was among the candidates rescored."""
+        dev, V = self.device, self.tok.vocab_size
         if self.objective == "mlm":
             x = torch.tensor([ids[:i] + [self.specials.mask_id] + ids[i + 1 :]], device=dev)
             logits = self.model(x, attn_mask=torch.ones(len(ids), len(ids), dtype=torch.bool, device=dev))["logits"]
-            return int(logits[0, i, :V].argmax())
+            return int(logits[0, i, :V].argmax()), None
         if self.objective == "span":
             s0 = self.specials.sentinel(0)
             inputs = ids[:i] + [s0] + ids[i + 1 :]
             x = torch.tensor([inputs + [s0]], device=dev)
             mask = prefix_mask(torch.tensor([len(inputs)]), x.size(1)).to(dev)
-            return int(self.model(x, attn_mask=mask)["logits"][0, -1, :V].argmax())
-        # Left-to-right models: score every candidate by the likelihood of the rest of the line with it in place; a
-        # prefix LM reads the characters before it as its bidirectional prefix, as in training.
-        cand = torch.tensor(ids, device=dev).repeat(V, 1)
-        cand[:, i] = torch.arange(V, device=dev)
+            return int(self.model(x, attn_mask=mask)["logits"][0, -1, :V].argmax()), None
+        # Left-to-right models: the PROBE_CANDIDATES tokens the model finds likeliest from the left context, each
+        # rescored by the likelihood of the whole rest of the line with it in place (scoring all V candidates costs
+        # V forward passes per item). A prefix LM reads the characters before the hidden one as its bidirectional
+        # prefix, as in training.
         mask = make_causal_mask(len(ids) - 1, dev)
         if self.objective == "prefix":
             mask = prefix_mask(torch.tensor([i]), len(ids) - 1)[0].to(dev)
+        left = self.model(torch.tensor([ids[:-1]], device=dev), attn_mask=mask)["logits"][0, i - 1, :V]
+        candidates = left.topk(min(PROBE_CANDIDATES, V)).indices
+        cand = torch.tensor(ids, device=dev).repeat(len(candidates), 1)
+        cand[:, i] = candidates
         logp = torch.log_softmax(self.model(cand[:, :-1], attn_mask=mask)["logits"], -1)
         token_lp = logp.gather(-1, cand[:, 1:, None])[..., 0]
-        return int(token_lp[:, i - 1 :].sum(1).argmax())
+        best = int(candidates[int(token_lp[:, i - 1 :].sum(1).argmax())])
+        return best, bool((candidates == ids[i]).any())
 
     def _continuation_loss(self, ids: list[int]) -> float | None:
         if self.objective not in ("causal", "prefix"):
@@ -297,11 +297,7 @@ class Evaluator:
         out = {}
         if self.objective not in ("causal", "prefix"):
             return {"note": f"{self.objective} models do not generate left to right; see the recovery samples"}
-        # Each in its training format: a causal LM starts from a line break; a prefix LM continues a held-out prompt
-        # that it reads bidirectionally (from a bare start it would rarely have been trained to predict).
-        prompt = self.tok.encode_lossy("\n")[0] if self.objective == "causal" else demo_prompt(
-            self.data.splits["val"], self.T // 2, self.run.seed
-        )
+        prompt, prefix_len = generation_prompt(self.objective, self.tok, self.data.splits["val"], self.T, self.run.seed)
         for m in self.run.eval.gen_multiples:
             n = m * self.T
             g = torch.Generator(device=self.device).manual_seed(self.run.seed)
@@ -313,7 +309,7 @@ class Evaluator:
                     self.run.eval.top_k,
                     generator=g,
                     allowed_vocab=self.tok.vocab_size,
-                    prefix_len=len(prompt) if self.objective == "prefix" else None,
+                    prefix_len=prefix_len,
                 )
             except ValueError as e:  # learned absolute past block_size
                 out[str(m)] = {"applicable": False, "reason": str(e).split(":")[0]}
@@ -350,6 +346,7 @@ class Evaluator:
             for k, v in gens.items()
             if isinstance(v, dict) and v.get("applicable")
         }
+        write_json(self.dir / "windows.json", self.per_window)
         write_json(self.dir / "eval.json", result)
         return result
 

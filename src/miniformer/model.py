@@ -8,7 +8,7 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
 
-from miniformer.attention import KVCache, LayerKV, SelfAttention, make_causal_mask
+from miniformer.attention import KVCache, LayerKV, SelfAttention, make_causal_mask, prefix_mask
 from miniformer.positions import POSITION_METHODS, build_position
 
 INITS = ("vaswani", "gpt2")
@@ -64,13 +64,6 @@ class ModelConfig:
 
     def to_dict(self) -> dict:
         return asdict(self)
-
-
-def prefix_attention_mask(prefix_len: int, T: int, device: torch.device) -> Tensor:
-    """(T, T) prefix-LM mask: every query sees the whole prefix, and keys up to itself after it."""
-    mask = make_causal_mask(T, device)
-    mask[:, :prefix_len] = True
-    return mask
 
 
 def make_norm(kind: str, n_embd: int, bias: bool) -> nn.Module:
@@ -155,8 +148,10 @@ class MiniFormer(nn.Module):
         for name, p in self.named_parameters():
             if name == "position.scale":  # sinusoidal: Vaswani add the table raw; under gpt2 its entries (RMS 1/√2)
                 nn.init.constant_(p, 1.0 if cfg.init == "vaswani" else 0.02 * 2**0.5)  # start at the tokens' scale
-            elif name.startswith("position."):  # learned positions beside the tokens; T5's bias table small
-                nn.init.normal_(p, std=embed_std if name == "position.wpe.weight" else 0.02)
+            elif name == "position.bias.weight":  # T5: every offset equal at the start (see T5Bias)
+                nn.init.zeros_(p)
+            elif name.startswith("position."):  # learned positions beside the tokens
+                nn.init.normal_(p, std=embed_std)
             elif p.dim() < 2:
                 continue  # norms and biases: ones and zeros (torch's defaults)
             elif name == "wte.weight":
@@ -266,7 +261,7 @@ class MiniFormer(nn.Module):
             mask = None
             if prefix_len is not None:  # the prefix shrinks as a sliding window drops its first tokens
                 visible_prefix = max(0, prefix_len - (idx.size(1) - ctx.size(1)))
-                mask = prefix_attention_mask(visible_prefix, ctx.size(1), ctx.device)
+                mask = prefix_mask(torch.tensor([visible_prefix]), ctx.size(1), ctx.device)[0]
             logits = self(ctx, attn_mask=mask, cache=cache)["logits"][:, -1, :]
             if allowed_vocab is not None:
                 logits = logits[:, :allowed_vocab]

@@ -13,7 +13,7 @@ import numpy as np
 import torch
 from torch import Tensor
 
-from miniformer.attention import make_causal_mask
+from miniformer.attention import make_causal_mask, prefix_mask  # noqa: F401 - prefix_mask: part of this API
 
 OBJECTIVES = ("causal", "mlm", "prefix", "span")
 IGNORE = -100
@@ -81,13 +81,6 @@ def mlm_batch(tokens: Tensor, specials: Specials, g: torch.Generator, rate: floa
 
 
 # --- prefix LM -------------------------------------------------------------------------------------------------------
-
-
-def prefix_mask(prefix_lengths: Tensor, T: int) -> Tensor:
-    """(B,T,T): query i sees key j if j is in the prefix (j < p) or j <= i."""
-    j = torch.arange(T)
-    in_prefix = j[None, None, :] < prefix_lengths[:, None, None]
-    return in_prefix | make_causal_mask(T)[None]
 
 
 def prefix_batch(tokens: Tensor, g: torch.Generator) -> Batch:
@@ -193,6 +186,19 @@ def make_batch(objective: str, tokens: Tensor, specials: Specials, g: torch.Gene
 
 
 # --- what each objective's demo is fed: the same format as its training batches ------------------------------------
+
+
+def generation_prompt(objective: str, tokenizer, split: np.ndarray, block_size: int, seed: int
+                      ) -> tuple[list[int], int | None]:
+    """What a left-to-right model generates from, in its training format, and the prefix it reads bidirectionally.
+
+    A causal LM starts from a line break; a prefix LM continues a seeded held-out prompt of block_size/2 tokens read
+    as its prefix (from a bare start it would predict tokens it was rarely trained to predict).
+    """
+    if objective == "causal":
+        return tokenizer.encode_lossy("\n")[0], None
+    prompt = demo_prompt(split, block_size // 2, seed)
+    return prompt, len(prompt)
 
 
 def demo_prompt(split: np.ndarray, length: int, seed: int) -> list[int]:

@@ -54,6 +54,8 @@ class TrainConfig:
     grad_clip: float = 1.0
     log_every: int = 25
     val_batches: int = 8  # batches for the val loss logged during training (the final eval uses the whole split)
+    eval_every: int = 100  # steps between points of the val-loss curve the report follows effects over
+    curve_tokens: int = 16384  # val tokens per curve point, on the same spread-out windows for every run
     sample_every: int = 250
     sample_tokens: int = 200
     ckpt_every: int = 100
@@ -69,7 +71,7 @@ class EvalConfig:
     max_tokens: int = 65536  # tokens per evaluation length for the extrapolation sweep
     split_tokens: int = 0  # tokens of val/test scored for the final losses; 0 = the whole split
     probe_line: str = "Romeo: But, soft! what light through yonder window breaks?"
-    probe_lines: int = 64  # held-out lines for the shared probe
+    probe_items: int = 1024  # hidden tokens of the shared probe (one per held-out test line)
     order_windows: int = 64  # windows for the order-sensitivity probe
     gen_multiples: list = field(default_factory=lambda: [1, 4])
     temperature: float = 0.8
@@ -77,9 +79,21 @@ class EvalConfig:
 
 
 SECTIONS: dict[str, type] = {"data": DataConfig, "model": ModelConfig, "train": TrainConfig, "eval": EvalConfig}
-EXPERIMENT_KEYS = {"group", "hypothesis", "all_seeds", *SECTIONS}
+EXPERIMENT_KEYS = {"group", "hypothesis", "all_seeds", "sweep", *SECTIONS}
 PROFILE_KEYS = {"seeds_per_experiment", *SECTIONS}
-TOP_KEYS = {"profile", "seeds", "experiments", "profiles", *SECTIONS}
+TOP_KEYS = {"profile", "seeds", "experiments", "profiles", "findings", *SECTIONS}
+SWEEP_SECTIONS = ("model", "train", "eval")  # data is shared by every run: one tokenization
+
+
+@dataclass
+class FindingsConfig:
+    """How the report turns metrics into verdicts (read at render time: changing it re-renders, never retrains)."""
+
+    confidence: float = 0.95  # of every interval the report prints and every verdict reads
+    equivalence_margin: float = 0.05  # nats: "A ≈ B" claims hold when the whole interval lies within ± this
+    unigram_margin: float = 0.02  # nats: a run within this of the unigram loss learned nothing from context
+    bootstrap: int = 2000  # resamples of windows / probe items behind each evaluation-sampling error
+    still_changing: bool = True  # flag claims whose effect moved by more than its interval between the last two points
 
 
 @dataclass
@@ -183,7 +197,13 @@ class Study:
                 )
             for section in SECTIONS:
                 _check_section(section, exp.get(section, {}), f"experiments.{name}.")
-        for name in self.experiments:  # build every config now: impossible combinations fail before anything runs
+        self.points: dict[str, tuple[str, dict]] = {}  # "experiment/key=value" -> (experiment, overrides)
+        for name, exp in self.experiments.items():
+            self.points.update(self._expand_sweep(name, exp.get("sweep")))
+        findings = raw.get("findings") or {}
+        _check_keys(findings, {f.name for f in fields(FindingsConfig)}, "findings.")
+        self.findings = FindingsConfig(**findings)
+        for name in self.names():  # build every config now: impossible combinations fail before anything runs
             self.config(name, self.seeds[0])
 
     @classmethod
@@ -197,11 +217,70 @@ class Study:
             raise UserError(f"params file {str(p)!r} is not valid YAML: {str(e).splitlines()[0]}") from None
         return cls(raw, profile)
 
+    def _expand_sweep(self, name: str, sweep: Any) -> dict[str, tuple[str, dict]]:
+        """``sweep: {train.lr: [a, b, c], train.min_lr: [...]}``: one run per position of the (zipped) lists.
+
+        A point is named after the first key, ``<experiment>/lr=<value>``; the point equal to the experiment itself
+        is the experiment's own run, not a second one. Points run the experiment's first seed.
+        """
+        if sweep is None:
+            return {}
+        where = f"experiments.{name}.sweep"
+        if not isinstance(sweep, dict) or not sweep:
+            raise UserError(f"params: {where} must map 'section.key' to a list of values, e.g. {{train.lr: [1e-3]}}")
+        lengths = set()
+        for key, values in sweep.items():
+            section, _, leaf = str(key).partition(".")
+            if section not in SWEEP_SECTIONS or not leaf:
+                raise UserError(f"params: {where}: key {key!r} must be 'section.key' with section one of "
+                                f"{', '.join(SWEEP_SECTIONS)} (e.g. train.lr)")
+            if not isinstance(values, list) or not values:
+                raise UserError(f"params: {where}.{key} must be a non-empty list of values")
+            for v in values:
+                _check_section(section, {leaf: v}, f"{where}.")
+            lengths.add(len(values))
+        if len(lengths) > 1:
+            raise UserError(f"params: {where}: every list must have the same length (they are zipped), got "
+                            f"{', '.join(f'{k}: {len(v)}' for k, v in sweep.items())}")
+        first = next(iter(sweep))
+        points = {}
+        for i in range(lengths.pop()):
+            overrides: dict[str, dict] = {}
+            for key, values in sweep.items():
+                section, _, leaf = key.partition(".")
+                overrides.setdefault(section, {})[leaf] = values[i]
+            if all(self.section(sec, name).get(k) == v for sec, kv in overrides.items() for k, v in kv.items()):
+                continue  # the experiment's own setting
+            label = f"{name}/{first.partition('.')[2]}={sweep[first][i]}"
+            if label in points:
+                raise UserError(f"params: {where}: two points are both named {label!r}; make {first}'s values unique")
+            points[label] = (name, overrides)
+        return points
+
+    def names(self) -> list[str]:
+        """Every experiment, each followed by its sweep points."""
+        out = []
+        for name in self.experiments:
+            out.append(name)
+            out.extend(p for p, (parent, _) in self.points.items() if parent == name)
+        return out
+
+    def parent(self, name: str) -> str:
+        """The params.yaml experiment a run name belongs to (itself, or the experiment a sweep point expands)."""
+        return self.points[name][0] if name in self.points else name
+
+    def sweep_of(self, experiment: str) -> list[str]:
+        """The experiment and its sweep points, in params order."""
+        return [experiment, *(p for p, (parent, _) in self.points.items() if parent == experiment)]
+
     def _profile_overrides(self) -> dict:
         return self.raw.get("profiles", {}).get(self.profile, {})
 
     def seeds_for(self, experiment: str) -> list[int]:
-        """The baseline (and experiments marked all_seeds) run every seed; the rest run as many as the profile says."""
+        """The baseline (and experiments marked all_seeds) run every seed; the rest run as many as the profile says;
+        a sweep point runs its experiment's first seed."""
+        if experiment in self.points:
+            return self.seeds_for(self.points[experiment][0])[:1]
         exp = self.experiments[experiment]
         if experiment == "baseline" or exp.get("all_seeds"):
             return list(self.seeds)
@@ -209,10 +288,13 @@ class Study:
         return list(self.seeds[: max(1, n)])
 
     def runs(self) -> list[tuple[str, int]]:
-        return [(e, s) for e in self.experiments for s in self.seeds_for(e)]
+        return [(e, s) for e in self.names() for s in self.seeds_for(e)]
 
     def section(self, section: str, experiment: str | None = None) -> dict:
         values = deep_merge(self.raw.get(section, {}), self._profile_overrides().get(section, {}))
+        if experiment in self.points:
+            parent, overrides = self.points[experiment]
+            return deep_merge(self.section(section, parent), overrides.get(section, {}))
         if experiment is not None:
             values = deep_merge(values, self.experiments[experiment].get(section, {}))
         return values
@@ -222,9 +304,9 @@ class Study:
         return DataConfig(**self.section("data"))
 
     def config(self, experiment: str, seed: int) -> RunConfig:
-        if experiment not in self.experiments:
-            raise UserError(f"unknown experiment {experiment!r}; params.yaml defines: {', '.join(self.experiments)}")
-        exp = self.experiments[experiment]
+        if experiment not in self.experiments and experiment not in self.points:
+            raise UserError(f"unknown experiment {experiment!r}; params.yaml defines: {', '.join(self.names())}")
+        exp = self.experiments[self.parent(experiment)]
         where = f"experiments.{experiment}"
         if exp.get("data"):
             raise UserError(f"params: {where}.data: experiments share one dataset; set data at the top level")
@@ -252,6 +334,8 @@ def _validate_train(t: TrainConfig, where: str) -> None:
         (t.log_every > 0 and t.ckpt_every > 0, "train.log_every and train.ckpt_every must be > 0"),
         (t.sample_every > 0, f"train.sample_every = {t.sample_every} must be > 0 (steps between samples)"),
         (t.sample_tokens > 0, f"train.sample_tokens = {t.sample_tokens} must be > 0"),
+        (t.eval_every > 0, f"train.eval_every = {t.eval_every} must be > 0 (steps between val-curve points)"),
+        (t.curve_tokens > 0, f"train.curve_tokens = {t.curve_tokens} must be > 0 (val tokens per curve point)"),
         (t.val_batches > 0, f"train.val_batches = {t.val_batches} must be > 0 (batches per logged val loss)"),
         (t.grad_clip > 0, f"train.grad_clip = {t.grad_clip} must be > 0"),
         (t.diverge_factor > 1, f"train.diverge_factor = {t.diverge_factor} must be > 1"),
@@ -276,7 +360,7 @@ def _validate_eval(e: EvalConfig, where: str) -> None:
          "positive integers"),
         (e.max_tokens > 0, f"eval.max_tokens = {e.max_tokens} must be > 0"),
         (e.split_tokens >= 0, f"eval.split_tokens = {e.split_tokens} must be >= 0 (0 = the whole split)"),
-        (e.probe_lines > 0 and e.order_windows > 0, "eval.probe_lines and eval.order_windows must be > 0"),
+        (e.probe_items > 0 and e.order_windows > 0, "eval.probe_items and eval.order_windows must be > 0"),
         (e.top_k > 0, f"eval.top_k = {e.top_k} must be > 0"),
         (e.temperature >= 0, f"eval.temperature = {e.temperature} must be >= 0 (0 = greedy)"),
     ]

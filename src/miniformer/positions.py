@@ -215,31 +215,43 @@ class ALiBi(PositionMethod):
 def t5_bucket(relative: Tensor, num_buckets: int, max_distance: int) -> Tensor:
     """T5's bucketing of key-minus-query offsets: exact for small offsets, log-spaced up to max_distance, then flat.
 
-    Half of the buckets are for keys before the query and half for keys after it (bidirectional), so the same table
-    serves causal and bidirectional objectives.
+    Each direction gets all ``num_buckets``: keys before the query (and the query itself) in [0, num_buckets), keys
+    after it in [num_buckets, 2·num_buckets). T5's decoder, whose mask hides the future, gives its whole table to the
+    past (``bidirectional=False`` in its code); splitting one table between both directions, as its encoder does, would
+    halve a causal model's resolution over the past. With a table per direction a causal model buckets the past exactly
+    as T5's decoder and a bidirectional objective still tells before from after.
     """
-    half = num_buckets // 2
-    bucket = (relative > 0).long() * half
+    bucket = (relative > 0).long() * num_buckets
     n = relative.abs()
-    exact = half // 2
+    exact = num_buckets // 2
     is_small = n < exact
-    log_ratio = torch.log(n.float().clamp(min=1) / exact) / math.log(max_distance / exact)
-    large = (exact + (log_ratio * (half - exact)).long()).clamp(max=half - 1)
+    span = max(max_distance / exact, 2.0)  # a max_distance within the exact range (tiny test models) stays defined
+    log_ratio = torch.log(n.float().clamp(min=1) / exact) / math.log(span)
+    large = (exact + (log_ratio * (num_buckets - exact)).long()).clamp(max=num_buckets - 1)
     return bucket + torch.where(is_small, n, large)
 
 
 class T5Bias(PositionMethod):
+    """T5's relative bias (Raffel 2020): one learned scalar per head and offset bucket, added to the attention logits.
+
+    The table is read times √head_dim, as x-transformers does. Under Adam a parameter moves about lr per step whatever
+    its gradient, so a bias read at scale 1 spans only ~lr·steps nats over a run: too little to learn locality in a
+    short run (read at scale 1, T5 trains clearly worse than at √head_dim in the default profile). The table starts
+    at zero (MiniFormer.init_weights): every offset equal, as T5's own near-zero init has it.
+    """
+
     past_block_size = "defined for any offset; offsets past max_distance share the last bucket, so it stays bounded"
 
-    def __init__(self, n_head: int, num_buckets: int = 32, max_distance: int = 128) -> None:
+    def __init__(self, n_head: int, head_dim: int, num_buckets: int = 32, max_distance: int = 128) -> None:
         super().__init__()
         self.num_buckets, self.max_distance = num_buckets, max_distance
-        self.bias = nn.Embedding(num_buckets, n_head)
+        self.scale = head_dim**0.5
+        self.bias = nn.Embedding(2 * num_buckets, n_head)  # past and future tables (see t5_bucket)
 
     def score_bias(self, T: int, device: torch.device, start: int = 0) -> Tensor:
         queries, keys = torch.arange(start, start + T, device=device), torch.arange(start + T, device=device)
         buckets = t5_bucket(keys[None, :] - queries[:, None], self.num_buckets, self.max_distance)
-        return self.bias(buckets).permute(2, 0, 1)  # (T, T, H) -> (H, T, T)
+        return (self.bias(buckets) * self.scale).permute(2, 0, 1)  # (T, T, H) -> (H, T, T)
 
 
 def build_position(method: str, block_size: int, n_embd: int, n_head: int) -> PositionMethod:
@@ -253,7 +265,7 @@ def build_position(method: str, block_size: int, n_embd: int, n_head: int) -> Po
     if method == "alibi":
         return ALiBi(n_head)
     if method == "t5":
-        return T5Bias(n_head, max_distance=block_size)
+        return T5Bias(n_head, n_embd // n_head, max_distance=block_size)
     if method == "none":
         return NoPosition()
     raise ValueError(f"unknown position method pos={method!r}; choose one of {', '.join(POSITION_METHODS)}")

@@ -164,7 +164,8 @@ def build_report(study: Study, results: Path, out: Path, data_dir: Path = Path("
         )
     )
     perf = read_json(results / "perf.json") if (results / "perf.json").exists() else {}
-    speed = {k.split("/")[0]: v.get("tokens_per_s_median") or 0 for k, v in perf.items() if k.endswith("seed0")}
+    speed = {k.rsplit("/", 1)[0]: v.get("tokens_per_s_median") or 0 for k, v in perf.items()
+             if k.endswith("seed0") and k.rsplit("/", 1)[0] in study.experiments}
     if speed:
         figs["speed"] = figures.to_base64_png(figures.bars(speed, None, "Training throughput", "tokens/s"))
 

@@ -24,9 +24,18 @@ from torch import Tensor
 from miniformer.errors import UserError
 from miniformer.io import atomic_torch_save, atomic_write_text, write_json
 from miniformer.model import MiniFormer, ModelConfig
-from miniformer.objectives import IGNORE, Specials, demo_prompt, make_batch, mlm_batch, recover_spans, window_length
+from miniformer.objectives import (
+    IGNORE,
+    Specials,
+    generation_prompt,
+    make_batch,
+    mlm_batch,
+    recover_spans,
+    window_length,
+)
 from miniformer.params import RunConfig
 from miniformer.prepare import TokenData
+from miniformer.scoring import mean_loss, spread_windows, window_losses
 
 LOG_FIELDS = ["step", "train_loss", "val_loss", "lr", "grad_norm", "tokens_per_s", "peak_mem_mb"]
 
@@ -99,6 +108,10 @@ class Trainer:
         self.divergence: dict | None = None
         self.rows: list[dict] = []
         self.samples: list[dict] = []
+        # the val loss on the same spread-out windows at every eval_every steps, kept per window (see scoring)
+        self.curve: list[dict] = []
+        n_windows = max(1, self.t.curve_tokens // self.window)
+        self.curve_windows = spread_windows(self.data.splits["val"], self.window, n_windows)
         self.train_seconds = 0.0
         self.autocast = self.device.type == "cuda" and self.t.bf16
 
@@ -122,6 +135,7 @@ class Trainer:
             "tokenizer_hash": self.data.meta["tokenizer_hash"],
             "rows": json.dumps(self.rows),
             "samples": json.dumps(self.samples),
+            "curve": json.dumps(self.curve),
             "divergence": json.dumps(self.divergence),
         }
 
@@ -161,6 +175,7 @@ class Trainer:
         torch.set_rng_state(s["torch_rng"])
         self.rows = json.loads(s["rows"])
         self.samples, self.divergence = json.loads(s["samples"]), json.loads(s["divergence"])
+        self.curve = json.loads(s.get("curve", "[]"))
         return True
 
     # --- one step ----------------------------------------------------------------------------------------------------
@@ -205,6 +220,15 @@ class Trainer:
         self.model.train()
         return sum(losses) / len(losses), entropy
 
+    def curve_point(self) -> dict:
+        """Val loss per window on the fixed curve windows: the report follows each effect over training with it."""
+        self.model.eval()
+        with torch.autocast(self.device.type, dtype=torch.bfloat16, enabled=self.autocast):
+            sums, counts = window_losses(self.model, self.curve_windows, self.t.objective, self.specials, self.device)
+        self.model.train()
+        losses = sums / np.maximum(counts, 1)
+        return {"step": self.step, "val_loss": mean_loss(sums, counts), "windows": [round(float(v), 5) for v in losses]}
+
     @torch.no_grad()
     def sample(self) -> dict:
         """A demo in the objective's training format, on a fixed seed: causal LM generates from a line break; prefix
@@ -214,10 +238,7 @@ class Trainer:
         tok, T = self.data.tokenizer, self.run.model.block_size
         objective = self.t.objective
         if objective in ("causal", "prefix"):
-            if objective == "causal":
-                prompt = tok.encode("\n")
-            else:
-                prompt = demo_prompt(self.data.splits["val"], T // 2, self.run.seed)
+            prompt, prefix_len = generation_prompt(objective, tok, self.data.splits["val"], T, self.run.seed)
             ids = self.model.generate(
                 torch.tensor([prompt], device=self.device),
                 self.t.sample_tokens,
@@ -226,7 +247,7 @@ class Trainer:
                 generator=g,
                 window=T,
                 allowed_vocab=tok.vocab_size,
-                prefix_len=len(prompt) if objective == "prefix" else None,
+                prefix_len=prefix_len,
             )
             out = {"step": self.step, "kind": "generation", "text": tok.decode(ids[0, len(prompt) :].tolist())}
             if objective == "prefix":
@@ -320,6 +341,8 @@ class Trainer:
                 last_log_time, last_log_step = time.perf_counter(), self.step
             if self.step % self.t.sample_every == 0 or self.step == self.t.steps:
                 self.samples.append(self.sample())
+            if self.step % self.t.eval_every == 0 or self.step == self.t.steps:
+                self.curve.append(self.curve_point())
             if self.step % self.t.ckpt_every == 0 or self.step == self.t.steps:
                 self.save()
                 last_good = self.step
@@ -337,7 +360,7 @@ class Trainer:
         """Keep the last good weights, but with the divergence recorded, so a re-run does not train again."""
         s = torch.load(self.ckpt_path, map_location="cpu", weights_only=True)
         s["divergence"] = json.dumps(self.divergence)
-        s["rows"], s["samples"] = json.dumps(self.rows), json.dumps(self.samples)
+        s["rows"], s["samples"], s["curve"] = json.dumps(self.rows), json.dumps(self.samples), json.dumps(self.curve)
         atomic_torch_save(s, self.ckpt_path)
 
     def finish(self) -> dict:
@@ -345,6 +368,7 @@ class Trainer:
         atomic_write_text(
             self.out / "samples.jsonl", "".join(json.dumps(s, ensure_ascii=False) + "\n" for s in self.samples)
         )
+        write_json(self.out / "curve.json", {"eval_every": self.t.eval_every, "points": self.curve})
         last = self.rows[-1] if self.rows else {}
         metrics = {
             "steps_done": self.step if not self.divergence else self.divergence["step"],

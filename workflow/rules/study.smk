@@ -1,5 +1,5 @@
 wildcard_constraints:
-    exp="[A-Za-z0-9_]+",
+    exp="[A-Za-z0-9_]+(/[A-Za-z0-9_.=+-]+)?",  # an experiment, or one point of its sweep ("block_post_norm/lr=0.01")
     seed="[0-9]+",
 
 
@@ -25,15 +25,18 @@ rule train:
         log_tsv=report("results/runs/{exp}/seed{seed}/log.tsv", category="Step logs", subcategory="{exp}"),
         samples="results/runs/{exp}/seed{seed}/samples.jsonl",
         perf="results/runs/{exp}/seed{seed}/perf.json",
+        curve="results/runs/{exp}/seed{seed}/curve.json",
     threads: lambda wc: STUDY.config(wc.exp, int(wc.seed)).train.threads
     resources:
         mem_mb=2000,
         runtime=120,
         gpu=1 if PROFILE == "gpu" else 0,
+    params:
+        stage=lambda wc: f"run@{STUDY.parent(wc.exp)}",  # DVC runs a sweep's points inside its experiment's stage
     log:
         "results/logs/train/{exp}/seed{seed}.log",
     shell:
-        "{MF} train {wildcards.exp} --seed {wildcards.seed} {PROF} > {log} 2>&1 && echo run@{wildcards.exp} >> {RAN}"
+        "{MF} train {wildcards.exp:q} --seed {wildcards.seed} {PROF} > {log:q} 2>&1 && echo {params.stage:q} >> {RAN}"
 
 
 rule evaluate:
@@ -45,23 +48,29 @@ rule evaluate:
         eval=report("results/eval/{exp}/seed{seed}/eval.json", category="Evaluations", subcategory="{exp}"),
         attention="results/eval/{exp}/seed{seed}/attention.json",
         generations="results/eval/{exp}/seed{seed}/generations.json",
+        windows="results/eval/{exp}/seed{seed}/windows.json",
     threads: lambda wc: STUDY.config(wc.exp, int(wc.seed)).train.threads
     resources:
         mem_mb=2000,
         runtime=30,
+    params:
+        stage=lambda wc: f"run@{STUDY.parent(wc.exp)}",
     log:
         "results/logs/evaluate/{exp}/seed{seed}.log",
     shell:
-        "{MF} evaluate {wildcards.exp} --seed {wildcards.seed} {PROF} > {log} 2>&1"
-        " && echo run@{wildcards.exp} >> {RAN}"
+        "{MF} evaluate {wildcards.exp:q} --seed {wildcards.seed} {PROF} > {log:q} 2>&1"
+        " && echo {params.stage:q} >> {RAN}"
 
 
 rule aggregate:
     input:
         expand("results/runs/{run[0]}/seed{run[1]}/metrics.json", run=RUNS),
         expand("results/eval/{run[0]}/seed{run[1]}/eval.json", run=RUNS),
+        expand("results/eval/{run[0]}/seed{run[1]}/windows.json", run=RUNS),
+        expand("results/runs/{run[0]}/seed{run[1]}/curve.json", run=RUNS),
     output:
         metrics="results/metrics.json",
+        windows="results/windows.json",
         table=report("results/tables/runs.csv", category="Tables"),
     log:
         "results/logs/aggregate.log",
@@ -93,6 +102,8 @@ rule crosscheck_variant:
 rule report:
     input:
         rules.aggregate.output.metrics,
+        rules.aggregate.output.windows,
+        f"{SIGNATURES}/findings.json",
         # the peer's table joins the report once `snakemake crosscheck` has made it (it is its own, optional target)
         sorted(str(p) for p in Path("results/crosscheck").glob("*.json")),
     output:
