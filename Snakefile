@@ -10,12 +10,14 @@ from pathlib import Path
 
 from miniformer.codehash import EVALUATION_CODE, TRAINING_CODE, code_hash
 from miniformer.crosscheck import peer_experiments
+from miniformer.findings import check_experiments
 from miniformer.params import Study
 
 configfile: "params.yaml"
 
 PROFILE = config.get("profile", "default")
 STUDY = Study.load("params.yaml", PROFILE)
+check_experiments(STUDY.experiments)  # a claim's experiment renamed away fails here, before anything trains
 RUNS = STUDY.runs()
 MF = f"{shlex.quote(sys.executable)} -m miniformer"  # the interpreter running Snakemake has the package
 PROF = f"--profile {PROFILE}"

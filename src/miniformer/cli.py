@@ -81,7 +81,10 @@ def cmd_run_experiment(args) -> None:
     experiment (≈ 2 s each; the smoke study under DVC went from 200 s to 133 s). A re-run for an evaluation change
     does not retrain: the finished checkpoint of the same config and code is resumed at its last step.
     """
+    from miniformer.findings import check_experiments
+
     study = _study(args)
+    check_experiments(study.experiments)  # DVC's first stage per experiment: fail before training, not at the report
     runs = [(name, seed) for name in study.sweep_of(args.experiment) for seed in study.seeds_for(name)]
     args.no_resume = args.resume = False
     for step in (cmd_train, cmd_evaluate):

@@ -77,8 +77,9 @@ class Evaluator:
         )
         mask = make_causal_mask(tokens.size(1) - 1) if causal_override else None
         sums, counts = window_losses(self.model, tokens, self.objective, self.specials, self.device, mask)
-        if split == "val" and not causal_override:
-            self.per_window["val"] = {"sum": sums.round(4).tolist(), "count": counts.tolist()}
+        if split == "val":
+            key = "val_with_causal_mask" if causal_override else "val"
+            self.per_window[key] = {"sum": sums.round(4).tolist(), "count": counts.tolist()}
         return mean_loss(sums, counts)
 
     @torch.no_grad()

@@ -124,3 +124,49 @@ def head_count(counts: list[int], means: list[float], stds: list[float], n_embd:
     ax.set_ylabel("val loss")
     ax.grid(alpha=0.3)
     return fig
+
+
+def stability_map(cells: dict, unigram: float | None):
+    """Final val loss per (norm placement, warm-up) row and learning-rate column; runs that diverged or sit at the
+    unigram loss (learned nothing from context) are marked in the cell."""
+    rows = sorted(cells, key=lambda r: (r[0] != "pre", not r[1]))
+    lrs = sorted({lr for r in rows for lr in cells[r]})
+    values = np.full((len(rows), len(lrs)), np.nan)
+    notes = [["" for _ in lrs] for _ in rows]
+    for i, r in enumerate(rows):
+        for j, lr in enumerate(lrs):
+            cell = cells[r].get(lr)
+            if cell is None:
+                notes[i][j] = "not run"
+                continue
+            values[i, j] = cell["val_loss"]
+            mark = " diverged" if cell["diverged"] else (" = unigram" if cell["stuck"] else "")
+            notes[i][j] = f"{cell['val_loss']:.3f}{mark}"
+    fig, ax = plt.subplots(figsize=(1.9 * len(lrs) + 3, 0.7 * len(rows) + 1.6))
+    sns.heatmap(values, ax=ax, annot=np.array(notes), fmt="", cmap="rocket_r", cbar_kws={"label": "val loss"},
+                vmax=unigram, xticklabels=[f"{lr:g}" for lr in lrs],
+                yticklabels=[f"{r[0]}-norm, {'warm-up' if r[1] else 'no warm-up'}" for r in rows])
+    ax.set_xlabel("peak learning rate")
+    title = "Stability map: final val loss"
+    ax.set_title(title + (f" (colour capped at the unigram loss {unigram:.3f})" if unigram is not None else ""))
+    return fig
+
+
+def effects_over_training(effects: dict[str, list]):
+    """Each claim's val-loss effect (a − b, ± its interval) at every point of the training curve."""
+    fig, ax = plt.subplots(figsize=(9, 4.5))
+    for label, points in effects.items():
+        points = [(s, e) for s, e in points if e is not None]
+        if not points:
+            continue
+        steps = [s for s, _ in points]
+        values = np.array([e.value for _, e in points])
+        half = np.array([e.half_width for _, e in points])
+        line = ax.plot(steps, values, marker="o", label=label)[0]
+        ax.fill_between(steps, values - half, values + half, color=line.get_color(), alpha=0.15)
+    ax.axhline(0, color="k", lw=0.8)
+    ax.set_xlabel("step")
+    ax.set_ylabel("val loss difference (nats)")
+    ax.set_title("Effects over training (bands: the claims' intervals)")
+    ax.legend(fontsize=7, loc="best")
+    return fig

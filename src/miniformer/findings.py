@@ -1,20 +1,46 @@
-"""Verdicts computed from the run's metrics, with the baseline seeds' spread as the noise floor.
+"""Verdicts computed from the run's metrics: every claim is an effect ± interval judged by one rule (stats.py).
 
 Every verdict is one of VERDICTS and comes from a comparison written here as code; the template only prints them.
 """
 
 from __future__ import annotations
 
+import math
 import statistics
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
-VERDICTS = ("reproduced", "not reproduced", "within noise", "not run")
-NOISE_SIGMAS = 2.0  # a difference counts once it exceeds 2 baseline standard deviations
+from miniformer.errors import UserError
+from miniformer.params import FindingsConfig
+from miniformer.stats import (
+    VERDICTS,
+    Estimate,
+    Interval,
+    Samples,
+    all_of,
+    at_most,
+    difference_quantity,
+    equivalent,
+    greater,
+    seed_spread,
+    source_quantity,
+    still_changing,
+)
+
+__all__ = ["VERDICTS", "Evidence", "Finding", "Metrics", "claims", "breakages", "required_experiments"]
 
 # Which experiment of params.yaml plays which role in the claims (and in the report's figures).
 HEAD_RUNS = {1: "attn_single_head", 2: "heads_2", 4: "baseline", 8: "heads_8", 16: "heads_16", 32: "heads_32"}
 POSITION_RUNS = {"rope (baseline)": "baseline", "learned": "pos_learned", "sinusoidal": "pos_sinusoidal",
                  "alibi": "pos_alibi", "t5": "pos_t5", "none": "pos_none"}
+# The stability map: (norm placement, warm-up) -> the experiment whose learning-rate sweep fills that row.
+STABILITY_ROWS = {("pre", True): "baseline", ("pre", False): "block_pre_norm_no_warmup",
+                  ("post", True): "block_post_norm", ("post", False): "block_post_norm_no_warmup"}
+
+
+def required_experiments() -> set[str]:
+    """Every experiment some claim reads: a params.yaml without one of them is refused when the report loads."""
+    return {*HEAD_RUNS.values(), *POSITION_RUNS.values(), *STABILITY_ROWS.values(), "attn_no_scale", "attn_no_mask",
+            "attn_qkv_swap", "block_rmsnorm", "block_no_residual", "obj_mlm", "obj_mlm_nope"}
 
 
 @dataclass
@@ -23,10 +49,12 @@ class Finding:
     source: str
     measurement: str
     verdict: str
+    estimates: dict[str, Estimate | None] = field(default_factory=dict)
+    still_changing: bool = False  # a val-loss effect that moved by more than its interval over the last curve points
 
 
 class Metrics:
-    """Per-experiment means over seeds of results/metrics.json, and the baseline noise floor."""
+    """Per-experiment means over seeds of results/metrics.json."""
 
     def __init__(self, nested: dict) -> None:
         self.nested = nested
@@ -47,322 +75,321 @@ class Metrics:
 
     def noise(self, key: str = "val_loss") -> float:
         """Standard deviation of the baseline seeds (0 when fewer than two seeds ran)."""
-        v = self.values("baseline", key)
-        return statistics.stdev(v) if len(v) >= 2 else 0.0
+        return seed_spread(self.values("baseline", key))[0]
 
 
-def directional(delta: float | None, noise: float, expect_positive: bool = True) -> str:
-    """Verdict for 'delta should be > 0' (or < 0): beyond the floor in the expected direction = reproduced."""
-    if delta is None:
-        return "not run"
-    floor = NOISE_SIGMAS * noise
-    if abs(delta) <= floor:
-        return "within noise"
-    return "reproduced" if (delta > 0) == expect_positive else "not reproduced"
+class Evidence:
+    """What the claims read: scalars (metrics.json), resamplable samples (windows.json), the findings params."""
 
+    def __init__(
+        self,
+        nested: dict,
+        samples: dict | None = None,
+        cfg: FindingsConfig | None = None,
+        unigram: float | None = None,
+        sweeps: dict[str, list[tuple[str, float]]] | None = None,
+    ) -> None:
+        self.m = Metrics(nested)
+        self.cfg = cfg or FindingsConfig()
+        self.interval = Interval(self.cfg.confidence, self.cfg.bootstrap)
+        self.samples = {e: {k: Samples(v) for k, v in runs.items()} for e, runs in (samples or {}).items()}
+        self.unigram = unigram
+        # experiment -> [(run name, learning rate)] for the experiment and its sweep points
+        self.sweeps = sweeps or {}
 
-def equality(delta: float | None, noise: float) -> str:
-    """Verdict for 'these are equal': inside the floor = reproduced, outside = not reproduced."""
-    if delta is None:
-        return "not run"
-    return "reproduced" if abs(delta) <= NOISE_SIGMAS * noise else "not reproduced"
+    # --- estimates ---------------------------------------------------------------------------------------------------
+
+    def runs(self, exp: str) -> list[Samples]:
+        return list(self.samples.get(exp, {}).values())
+
+    def _has_samples(self, exps: list[str], source: str) -> bool:
+        return all(self.runs(e) and all(r.size(source) for r in self.runs(e)) for e in exps)
+
+    def effect(self, a: str, b: str | None, source: str = "val", key: str = "val_loss") -> Estimate | None:
+        """mean(a) − mean(b) of one measured quantity (or mean(a) alone), with the paired-bootstrap + seed interval
+        when the runs' samples are there, else the seed part alone (from metrics.json)."""
+        exps = [a] if b is None else [a, b]
+        if not all(self.m.has(e) for e in exps):
+            return None
+        if self._has_samples(exps, source):
+            q = source_quantity(source)
+            sd, df = seed_spread([q(r, {}) for r in self.runs("baseline")])
+            return self.interval.effect(q, [source], self.runs(a), self.runs(b) if b else (), sd, df)
+        return self.scalar_effect(a, b, key)
+
+    def growth(self, a: str, b: str | None, top: int) -> Estimate | None:
+        """Loss growth with length (loss at top× minus 1× block_size) of a, minus b's if given."""
+        exps = [a] if b is None else [a, b]
+        hi, lo = f"length:{top}", "length:1"
+        if not all(self.m.has(e) for e in exps):
+            return None
+        if self._has_samples(exps, hi) and self._has_samples(exps, lo):
+            q = difference_quantity(hi, lo)
+            sd, df = seed_spread([q(r, {}) for r in self.runs("baseline")])
+            return self.interval.effect(q, [hi, lo], self.runs(a), self.runs(b) if b else (), sd, df)
+        ga, gb = self._scalar_growth(a, top), self._scalar_growth(b, top) if b else 0.0
+        if ga is None or gb is None:
+            return None
+        base = [r.get(f"loss_at_{top}x") - r.get("loss_at_1x") for r in self.m.nested.get("baseline", {}).values()
+                if r.get(f"loss_at_{top}x") is not None and r.get("loss_at_1x") is not None]
+        sd, df = seed_spread(base)
+        return self.interval.combine(ga - gb, 0.0, sd * math.sqrt(1 + (1 if b else 0)), df)
+
+    def _scalar_growth(self, exp: str, top: int) -> float | None:
+        hi, lo = self.m.mean(exp, f"loss_at_{top}x"), self.m.mean(exp, "loss_at_1x")
+        return None if hi is None or lo is None else hi - lo
+
+    def scalar_effect(self, a: str, b: str | None, key: str) -> Estimate | None:
+        """From metrics.json alone: the seed part of the interval (used for quantities with no per-window samples:
+        attention entropy, hidden-state uniformity, final train loss)."""
+        va, vb = self.m.values(a, key), self.m.values(b, key) if b else []
+        if not va or (b and not vb):
+            return None
+        sd, df = seed_spread(self.m.values("baseline", key))
+        value = statistics.fmean(va) - (statistics.fmean(vb) if b else 0.0)
+        return self.interval.combine(value, 0.0, sd * math.sqrt(1 / len(va) + (1 / len(vb) if b else 0.0)), df)
+
+    def count_effect(self, a: str, b: str, key: str) -> Estimate | None:
+        """Difference of two event counts (loss spikes): a Poisson error √(count) on each side."""
+        ca, cb = self.m.mean(a, key), self.m.mean(b, key)
+        if ca is None or cb is None:
+            return None
+        return self.interval.combine(ca - cb, math.sqrt(max(ca, 1.0) + max(cb, 1.0)), 0.0, 0)
+
+    def curve(self, a: str, b: str) -> list[tuple[int, Estimate | None]]:
+        """The val-loss effect a − b at every point of the training curve (same windows for both)."""
+        runs = self.runs(a)
+        if not runs or not self.runs(b):
+            return []
+        out = []
+        for k, step in enumerate(runs[0].curve_steps()):
+            source = f"curve:{k}"
+            if not self._has_samples([a, b], source):
+                break
+            q = source_quantity(source)
+            sd, df = seed_spread([q(r, {}) for r in self.runs("baseline")])
+            out.append((step, self.interval.effect(q, [source], self.runs(a), self.runs(b), sd, df)))
+        return out
+
+    def changing(self, a: str, b: str) -> bool:
+        points = self.curve(a, b)
+        return len(points) >= 2 and still_changing(points[-2][1], points[-1][1])
+
+    # --- the learning-rate sweeps -------------------------------------------------------------------------------------
+
+    def best_lr_run(self, exp: str) -> str | None:
+        """The run of exp's sweep (itself included) with the lowest val loss: a capacity claim's fair representative."""
+        sweep = self.sweeps.get(exp, [(exp, math.nan)])
+        runs = [name for name, _ in sweep if self.m.mean(name, "val_loss") is not None]
+        finite = [r for r in runs if math.isfinite(self.m.mean(r, "val_loss"))]
+        return min(finite, key=lambda r: self.m.mean(r, "val_loss")) if finite else None
+
+    def stability_map(self) -> dict[tuple[str, bool], dict[float, dict]]:
+        """(norm, warm-up) -> learning rate -> {val_loss, diverged, stuck (within unigram_margin of the unigram)}."""
+        out: dict[tuple[str, bool], dict[float, dict]] = {}
+        for row, exp in STABILITY_ROWS.items():
+            for name, lr in self.sweeps.get(exp, []):
+                v = self.m.mean(name, "val_loss")
+                if v is None:
+                    continue
+                stuck = self.unigram is not None and v >= self.unigram - self.cfg.unigram_margin
+                diverged = self.m.any_true(name, "diverged")
+                out.setdefault(row, {})[lr] = {"run": name, "val_loss": v, "diverged": diverged, "stuck": bool(stuck)}
+        return out
+
+    def text(self, e: Estimate | None) -> str:
+        return "n/a" if e is None else e.text()
 
 
 def _fmt(x: float | None) -> str:
     return "n/a" if x is None else f"{x:.3f}"
 
 
-def _diff(a: float | None, b: float | None) -> float | None:
-    return None if a is None or b is None else a - b
-
-
-def claims(m: Metrics) -> list[Finding]:
+def claims(ev: Evidence) -> list[Finding]:
     """One Finding per published claim the study checks (source in each Finding), each computed from the metrics."""
-    σ = m.noise("val_loss")
-    floor = f"noise floor 2σ = {NOISE_SIGMAS * σ:.3f}"
-    val = lambda e: m.mean(e, "val_loss")  # noqa: E731
+    m, margin = ev.m, ev.cfg.equivalence_margin
     out: list[Finding] = []
 
-    loss_by_h = {h: val(e) for h, e in HEAD_RUNS.items()}
-    if all(v is not None for v in loss_by_h.values()):
-        # A U: both ends worse than the best count beyond the floor. Not a U: one end is itself the best while the
-        # other is worse beyond the floor (monotone). Anything else cannot be told from the noise.
-        best = min(loss_by_h.values())
-        ends = [loss_by_h[1] - best, loss_by_h[32] - best]
-        worse = [directional(e, σ) == "reproduced" for e in ends]
-        if all(worse):
-            verdict = "reproduced"
-        elif any(worse) and min(ends) == 0:
-            verdict = "not reproduced"
-        else:
-            verdict = "within noise"
-        text = ", ".join(f"h={h}: {_fmt(v)}" for h, v in loss_by_h.items()) + f"; {floor}"
+    def compare(claim: str, source: str, a: str, b: str, rule, label: str, curve: bool = True) -> None:
+        e = ev.effect(a, b)
+        verdict = rule(e)
+        out.append(Finding(claim, source, f"{label} val loss = {ev.text(e)}", verdict, {label: e},
+                           curve and ev.changing(a, b)))
+
+    # heads: a U has both ends worse than the best interior head count
+    interior = [h for h in HEAD_RUNS if h not in (1, 32) and m.has(HEAD_RUNS[h])]
+    if all(m.has(e) for e in HEAD_RUNS.values()) and interior:
+        best = min(interior, key=lambda h: m.mean(HEAD_RUNS[h], "val_loss"))
+        low_end, high_end = ev.effect(HEAD_RUNS[1], HEAD_RUNS[best]), ev.effect(HEAD_RUNS[32], HEAD_RUNS[best])
+        verdict = all_of([greater(low_end), greater(high_end)])
+        text = (", ".join(f"h={h}: {_fmt(m.mean(e, 'val_loss'))}" for h, e in HEAD_RUNS.items())
+                + f"; h=1 − h={best}: {ev.text(low_end)}; h=32 − h={best}: {ev.text(high_end)}")
+        ests = {"h=1 − best": low_end, "h=32 − best": high_end}
     else:
-        verdict, text = "not run", "head-count runs missing"
-    out.append(Finding("Head count has a U-shape at fixed width", "Vaswani 2017 T3-A", text, verdict))
+        verdict, text, ests = "not run", "head-count runs missing", {}
+    out.append(Finding("Head count has a U-shape at fixed width", "Vaswani 2017 T3-A", text, verdict, ests))
 
-    d = _diff(val("pos_learned"), val("pos_sinusoidal"))
-    out.append(
-        Finding(
-            "Learned ≈ sinusoidal positions in distribution",
-            "Vaswani 2017 T3-E",
-            f"learned − sinusoidal val loss = {_fmt(d)}; {floor}",
-            equality(d, σ),
-        )
-    )
+    compare("Learned ≈ sinusoidal positions in distribution", "Vaswani 2017 T3-E", "pos_learned", "pos_sinusoidal",
+            lambda e: equivalent(e, margin), "learned − sinusoidal")
 
-    e_scaled, e_noscale = m.mean("attn_single_head", "attention_entropy"), m.mean("attn_no_scale", "attention_entropy")
-    d = _diff(e_scaled, e_noscale)
-    σe = m.noise("attention_entropy")
-    out.append(
-        Finding(
-            "1/√d keeps softmax out of saturation (no-scale: lower entropy)",
-            "Vaswani 2017 §3.2.1",
-            f"entropy scaled {_fmt(e_scaled)} vs unscaled {_fmt(e_noscale)} nats (baseline σ {σe:.3f})",
-            directional(d, σe),
-        )
-    )
+    e = ev.scalar_effect("attn_single_head", "attn_no_scale", "attention_entropy")
+    out.append(Finding("1/√d keeps softmax out of saturation (no-scale: lower entropy)", "Vaswani 2017 §3.2.1",
+                       f"entropy scaled − unscaled = {ev.text(e)} nats", greater(e), {"entropy": e}))
 
-    out.extend(extrapolation_findings(m, σ))
+    out.extend(extrapolation_findings(ev))
 
-    d = _diff(val("pos_alibi"), val("pos_sinusoidal"))
-    verdict = "not run" if d is None else ("reproduced" if d >= -NOISE_SIGMAS * σ else "not reproduced")
-    out.append(
-        Finding(
-            "At short training length ALiBi does not win in distribution",
-            "Press 2022 App. T5",
-            f"ALiBi − sinusoidal val loss = {_fmt(d)}; {floor}",
-            verdict,
-        )
-    )
+    e = ev.effect("pos_sinusoidal", "pos_alibi")
+    out.append(Finding("At short training length ALiBi does not win in distribution", "Press 2022 App. T5",
+                       f"sinusoidal − ALiBi val loss = {ev.text(e)} (holds if ≤ {margin})", at_most(e, margin),
+                       {"sinusoidal − alibi": e}, ev.changing("pos_sinusoidal", "pos_alibi")))
 
     # every evaluated length past block_size (the multiples come from params: keys loss_at_<m>x with m > 1)
     past = [v for r in m.nested.get("pos_learned", {}).values() for k, v in r.items()
             if k.startswith("loss_at_") and int(k[len("loss_at_"):-1]) > 1]
     undefined = bool(past) and all(v is None for v in past)
-    out.append(
-        Finding(
-            "Learned absolute positions cannot extrapolate",
-            "Press 2022 fn. 4",
-            "loss past block_size: " + ("undefined at every length (the model raises)" if undefined else "defined"),
-            "not run" if not past else ("reproduced" if undefined else "not reproduced"),
-        )
-    )
+    out.append(Finding("Learned absolute positions cannot extrapolate", "Press 2022 fn. 4",
+                       "loss past block_size: " + ("undefined at every length (the model raises)" if undefined
+                                                   else "defined"),
+                       "not run" if not past else ("reproduced" if undefined else "not reproduced")))
 
-    d = _diff(val("pos_none"), val("baseline"))
-    base = val("baseline")
-    if d is None or base is None:
-        verdict = "not run"
-    elif abs(d) <= NOISE_SIGMAS * σ:
-        verdict = "within noise"
-    else:  # "close, not broken": worse by less than a tenth of the baseline loss
-        verdict = "reproduced" if d < 0.1 * base else "not reproduced"
-    out.append(
-        Finding(
-            "Causal LM without positions is close to with",
-            "Haviv 2022 T1",
-            f"NoPE − RoPE val loss = {_fmt(d)} (criterion: < 10 % of {_fmt(base)}); {floor}",
-            verdict,
-        )
-    )
+    e = ev.effect("pos_none", "baseline")
+    out.append(Finding("Causal LM without positions is close to with", "Haviv 2022 T1",
+                       f"NoPE − RoPE val loss = {ev.text(e)} (close: ≤ {margin})", at_most(e, margin),
+                       {"none − rope": e}, ev.changing("pos_none", "baseline")))
 
-    d = _diff(val("obj_mlm_nope"), val("obj_mlm"))
-    out.append(
-        Finding(
-            "Masked LM without positions fails",
-            "Haviv 2022 T4",
-            f"MLM NoPE − MLM RoPE val loss = {_fmt(d)}; {floor}",
-            directional(d, σ),
-        )
-    )
+    compare("Masked LM without positions fails", "Haviv 2022 T4", "obj_mlm_nope", "obj_mlm", greater,
+            "MLM NoPE − MLM RoPE")
 
-    post_nw, pre_nw, post_w = "block_post_norm_no_warmup", "block_pre_norm_no_warmup", "block_post_norm"
-    if all(m.has(e) for e in (post_nw, pre_nw, post_w)):
-        # "needs warm-up" takes both: without warm-up post-norm is worse than pre-norm, AND worse than itself with it
-        vs_pre, vs_warm = _diff(val(post_nw), val(pre_nw)), _diff(val(post_nw), val(post_w))
-        diverged = m.any_true(post_nw, "diverged")
-        parts = {directional(vs_pre, σ), "reproduced" if diverged and not m.any_true(post_w, "diverged")
-                 else directional(vs_warm, σ)}
-        verdict = "reproduced" if parts == {"reproduced"} else (
-            "not reproduced" if "not reproduced" in parts else "within noise")
-        text = (f"without warm-up: post − pre = {_fmt(vs_pre)}; post-norm without − with warm-up = {_fmt(vs_warm)}; "
-                f"post diverged: {diverged}; {floor}")
-    else:
-        verdict, text = "not run", "runs missing"
-    out.append(Finding("Post-norm needs warm-up; pre-norm trains without", "Xiong 2020", text, verdict))
+    out.append(warmup_finding(ev))
 
-    d = _diff(val("block_post_norm"), val("baseline"))
-    verdict = "not run" if d is None else ("reproduced" if d <= NOISE_SIGMAS * σ else "not reproduced")
-    out.append(
-        Finding(
-            "With warm-up, pre-norm is not always better at the end",
-            "Nguyen & Salazar 2019",
-            f"post − pre val loss = {_fmt(d)}; {floor}",
-            verdict,
-        )
-    )
+    best_post, best_pre = ev.best_lr_run("block_post_norm"), ev.best_lr_run("baseline")
+    e = ev.effect(best_post, best_pre) if best_post and best_pre else None
+    out.append(Finding("With warm-up, pre-norm is not always better at the end", "Nguyen & Salazar 2019",
+                       f"post − pre val loss, each at its best learning rate ({best_post}, {best_pre}) = "
+                       f"{ev.text(e)} (holds if ≤ {margin})", at_most(e, margin), {"post − pre": e},
+                       bool(best_post and best_pre) and ev.changing(best_post, best_pre)))
 
-    d = _diff(val("block_rmsnorm"), val("baseline"))
-    out.append(
-        Finding(
-            "RMSNorm ≈ LayerNorm",
-            "Zhang & Sennrich 2019",
-            f"RMSNorm − LayerNorm val loss = {_fmt(d)}; {floor}",
-            equality(d, σ),
-        )
-    )
+    compare("RMSNorm ≈ LayerNorm", "Zhang & Sennrich 2019", "block_rmsnorm", "baseline",
+            lambda e: equivalent(e, margin), "RMSNorm − LayerNorm")
 
-    u_res, u_nores = m.mean("baseline", "hidden_uniformity"), m.mean("block_no_residual", "hidden_uniformity")
-    d_loss = _diff(val("block_no_residual"), val("baseline"))
-    d_u = _diff(u_nores, u_res)
-    verdict = (
-        "not run"
-        if d_u is None or d_loss is None
-        else (
-            "reproduced"
-            if directional(d_loss, σ) == "reproduced" and d_u > NOISE_SIGMAS * m.noise("hidden_uniformity")
-            else "not reproduced"
-        )
-    )
-    out.append(
-        Finding(
-            "No residual → token representations collapse toward uniform",
-            "Dong 2021",
-            f"mean cosine {_fmt(u_nores)} vs {_fmt(u_res)}; val loss +{_fmt(d_loss)}",
-            verdict,
-        )
-    )
+    d_loss = ev.effect("block_no_residual", "baseline")
+    d_u = ev.scalar_effect("block_no_residual", "baseline", "hidden_uniformity")
+    out.append(Finding("No residual → token representations collapse toward uniform", "Dong 2021",
+                       f"mean cosine without − with residual = {ev.text(d_u)}; val loss {ev.text(d_loss)}",
+                       all_of([greater(d_loss), greater(d_u)]), {"uniformity": d_u, "val loss": d_loss}))
 
-    spikes = m.mean("attn_no_scale", "loss_spikes")
-    out.append(
-        Finding(
-            "Low attention entropy goes with instability",
-            "Zhai 2023",
-            f"no-scale: entropy {_fmt(e_noscale)}, loss spikes {_fmt(spikes)}; "
-            f"scaled: entropy {_fmt(e_scaled)}, spikes {_fmt(m.mean('attn_single_head', 'loss_spikes'))}",
-            "not run"
-            if spikes is None or e_noscale is None or e_scaled is None
-            else (
-                "reproduced"
-                if e_noscale < e_scaled and spikes > (m.mean("attn_single_head", "loss_spikes") or 0)
-                else "not reproduced"
-            ),
-        )
-    )
+    ent = ev.scalar_effect("attn_single_head", "attn_no_scale", "attention_entropy")
+    spikes = ev.count_effect("attn_no_scale", "attn_single_head", "loss_spikes")
+    out.append(Finding("Low attention entropy goes with instability", "Zhai 2023",
+                       f"scaled − unscaled entropy = {ev.text(ent)} nats; unscaled − scaled loss spikes = "
+                       f"{ev.text(spikes)}", all_of([greater(ent), greater(spikes)]),
+                       {"entropy": ent, "spikes": spikes}))
 
-    acc_mlm, acc_lm = m.mean("obj_mlm", "recovery_accuracy"), m.mean("baseline", "recovery_accuracy")
-    d = _diff(acc_mlm, acc_lm)
-    out.append(
-        Finding(
-            "Denoising objectives beat plain LM on a recovery probe",
-            "Raffel 2020 T2/T4",
-            f"recovery accuracy MLM {_fmt(acc_mlm)} vs causal {_fmt(acc_lm)} "
-            f"(baseline σ {m.noise('recovery_accuracy'):.3f})",
-            directional(d, m.noise("recovery_accuracy")),
-        )
-    )
+    e = ev.effect("obj_mlm", "baseline", source="probe", key="recovery_accuracy")
+    out.append(Finding("Denoising objectives beat plain LM on a recovery probe", "Raffel 2020 T2/T4",
+                       f"recovery accuracy MLM − causal = {ev.text(e)} "
+                       f"(MLM {_fmt(m.mean('obj_mlm', 'recovery_accuracy'))}, causal "
+                       f"{_fmt(m.mean('baseline', 'recovery_accuracy'))})", greater(e), {"accuracy": e}))
 
-    leak_train = _diff(m.mean("attn_single_head", "final_train_loss"), m.mean("attn_no_mask", "final_train_loss"))
-    true_loss = m.mean("attn_no_mask", "val_loss_with_causal_mask")
-    d_true = _diff(true_loss, val("attn_single_head"))
-    verdict = (
-        "not run"
-        if leak_train is None or d_true is None
-        else (
-            "reproduced"
-            if directional(leak_train, σ) == "reproduced" and directional(d_true, σ) == "reproduced"
-            else "not reproduced"
-        )
-    )
-    out.append(
-        Finding(
-            "No causal mask → leaked, too-low train loss",
-            "first principles",
-            f"train loss lower by {_fmt(leak_train)}; with the mask restored val loss {_fmt(true_loss)} vs "
-            f"{_fmt(val('attn_single_head'))}",
-            verdict,
-        )
-    )
+    leak = ev.scalar_effect("attn_single_head", "attn_no_mask", "final_train_loss")
+    restored = restored_effect(ev)
+    out.append(Finding("No causal mask → leaked, too-low train loss", "first principles",
+                       f"train loss with − without the mask = {ev.text(leak)}; val loss without the mask, scored "
+                       f"with it restored, minus with = {ev.text(restored)}",
+                       all_of([greater(leak), greater(restored)]), {"train": leak, "restored": restored}))
 
-    d = _diff(val("attn_qkv_swap"), val("attn_single_head"))
-    out.append(
-        Finding(
-            "Swapping Q/K roles is a relabelling (no change)",
-            "first principles",
-            f"swapped − single-head val loss = {_fmt(d)}; {floor}",
-            equality(d, σ),
-        )
-    )
+    compare("Swapping Q/K roles is a relabelling (no change)", "first principles", "attn_qkv_swap",
+            "attn_single_head", lambda e: equivalent(e, margin), "swapped − single-head")
     return out
 
 
-def extrapolation_findings(m: Metrics, σ: float) -> list[Finding]:
-    """Press 2022: past the training length sinusoidal explodes, RoPE degrades, ALiBi stays flat."""
-    # methods defined past block_size (learned is not; none has no claim here)
-    methods = {k.split()[0]: v for k, v in POSITION_RUNS.items() if k not in ("learned", "none")}
-    multiples = sorted(
-        {
-            int(k.split("_")[2][:-1])
-            for runs in m.nested.values()
-            for r in runs.values()
-            for k in r
-            if k.startswith("loss_at_")
-        }
-    )
+def restored_effect(ev: Evidence) -> Estimate | None:
+    """The no-mask run scored with the causal mask put back, minus the masked single-head run (paired windows)."""
+    a, b = ev.runs("attn_no_mask"), ev.runs("attn_single_head")
+    if a and b and all(r.size("val_with_causal_mask") for r in a) and all(r.size("val") for r in b):
+        # the same windows: pair window i of one source with window i of the other
+        renamed = [Samples({"val": r.raw["val_with_causal_mask"]}) for r in a]
+        q = source_quantity("val")
+        sd, df = seed_spread([q(r, {}) for r in ev.runs("baseline")])
+        return ev.interval.effect(q, ["val"], renamed, b, sd, df)
+    va, vb = ev.m.mean("attn_no_mask", "val_loss_with_causal_mask"), ev.m.mean("attn_single_head", "val_loss")
+    if va is None or vb is None:
+        return None
+    sd, df = seed_spread(ev.m.values("baseline", "val_loss"))
+    return ev.interval.combine(va - vb, 0.0, sd * math.sqrt(2), df)
+
+
+def warmup_finding(ev: Evidence) -> Finding:
+    """Xiong 2020, judged over the learning-rate sweep: without warm-up post-norm cannot reach, at any rate tried,
+    what it reaches with warm-up; pre-norm without warm-up reaches (within the margin) what it does with it."""
+    margin = ev.cfg.equivalence_margin
+    best = {row: ev.best_lr_run(exp) for row, exp in STABILITY_ROWS.items()}
+    if any(v is None for v in best.values()):
+        return Finding("Post-norm needs warm-up; pre-norm trains without", "Xiong 2020", "runs missing", "not run")
+    post = ev.effect(best[("post", False)], best[("post", True)])
+    pre = ev.effect(best[("pre", False)], best[("pre", True)])
+    lrs = {exp: len(ev.sweeps.get(exp, [])) or 1 for exp in STABILITY_ROWS.values()}
+    text = (f"best over {lrs['block_post_norm_no_warmup']} learning rates: post-norm without − with warm-up = "
+            f"{ev.text(post)}; pre-norm without − with warm-up = {ev.text(pre)} (holds if ≤ {margin}); "
+            f"best runs: {', '.join(best.values())}")
+    return Finding("Post-norm needs warm-up; pre-norm trains without", "Xiong 2020", text,
+                   all_of([greater(post), at_most(pre, margin)]), {"post": post, "pre": pre})
+
+
+def extrapolation_findings(ev: Evidence) -> list[Finding]:
+    """Press 2022: past the training length sinusoidal explodes, RoPE degrades, ALiBi stays flat. Growth = loss at the
+    longest evaluated length (params' eval.length_multiples) minus loss at block_size."""
+    m, margin = ev.m, ev.cfg.equivalence_margin
+    multiples = sorted({int(k[len("loss_at_"):-1]) for runs in m.nested.values() for r in runs.values() for k in r
+                        if k.startswith("loss_at_")})
     top = max(multiples) if multiples else None
-    growth = {}
-    for name, exp in methods.items():
-        a, b = m.mean(exp, "loss_at_1x"), m.mean(exp, f"loss_at_{top}x") if top else None
-        growth[name] = _diff(b, a)
-    text = (
-        ", ".join(f"{k} {_fmt(v)}" for k, v in growth.items()) + f" (loss at {top}× minus 1×); {NOISE_SIGMAS}σ = "
-        f"{NOISE_SIGMAS * σ:.3f}"
-    )
-    if any(growth[k] is None for k in ("sinusoidal", "rope", "alibi")):
-        order = "not run"
-    else:
-        ordered = growth["sinusoidal"] > growth["rope"] + NOISE_SIGMAS * σ and growth["rope"] > growth["alibi"]
-        order = "reproduced" if ordered else "not reproduced"
-    flat = (
-        "not run"
-        if growth["alibi"] is None
-        else ("reproduced" if growth["alibi"] <= NOISE_SIGMAS * σ else "not reproduced")
-    )
+    if top is None or top == 1:
+        return [Finding("Past the training length: sinusoidal worst, RoPE degrades, ALiBi best", "Press 2022 App. T2",
+                        "no length past block_size evaluated", "not run"),
+                Finding("ALiBi stays flat past the training length", "Press 2022 App. T2",
+                        "no length past block_size evaluated", "not run")]
+    sin_vs_rope = ev.growth("pos_sinusoidal", "baseline", top)
+    rope_vs_alibi = ev.growth("baseline", "pos_alibi", top)
+    alibi = ev.growth("pos_alibi", None, top)
+    growth = {name: ev._scalar_growth(exp, top) for name, exp in
+              (("sinusoidal", "pos_sinusoidal"), ("rope", "baseline"), ("alibi", "pos_alibi"))}
+    text = (", ".join(f"{k} {_fmt(v)}" for k, v in growth.items()) + f" (loss at {top}× minus 1×); sinusoidal − RoPE "
+            f"growth = {ev.text(sin_vs_rope)}; RoPE − ALiBi growth = {ev.text(rope_vs_alibi)}")
     return [
-        Finding(
-            "Past the training length: sinusoidal worst, RoPE degrades, ALiBi best", "Press 2022 App. T2", text, order
-        ),
-        Finding(
-            "ALiBi stays flat past the training length",
-            "Press 2022 App. T2",
-            f"ALiBi loss growth {_fmt(growth['alibi'])}",
-            flat,
-        ),
+        Finding("Past the training length: sinusoidal worst, RoPE degrades, ALiBi best", "Press 2022 App. T2", text,
+                all_of([greater(sin_vs_rope), greater(rope_vs_alibi)]),
+                {"sinusoidal − rope": sin_vs_rope, "rope − alibi": rope_vs_alibi}),
+        Finding("ALiBi stays flat past the training length", "Press 2022 App. T2",
+                f"ALiBi loss growth at {top}× = {ev.text(alibi)} (flat: ≤ {margin})", at_most(alibi, margin),
+                {"alibi growth": alibi}),
     ]
 
 
-UNIGRAM_MARGIN = 0.02  # a causal model within this of the context-free unigram loss has learned nothing from context
+def check_experiments(names: set[str] | list[str]) -> None:
+    """A claim's experiment renamed or removed from params.yaml is an error, not a silent 'not run'."""
+    missing = sorted(required_experiments() - set(names))
+    if missing:
+        raise UserError(
+            f"params: the report's claims need experiment(s) {', '.join(missing)}, which params.yaml does not define; "
+            "restore them (or rename them back): see findings.required_experiments"
+        )
 
 
-def breakages(m: Metrics, hypotheses: dict[str, str], groups: dict[str, str],
-              unigram_loss: float | None = None) -> list[dict]:
-    """Every non-baseline experiment: its hypothesis, what happened in numbers, and a verdict against the baseline.
-
-    ``unigram_loss`` (val loss of the train split's character frequencies, no context) flags runs that trained but
-    never got past predicting the marginal distribution: not a divergence, but as much a failure.
-    """
-    σ = m.noise("val_loss")
+def breakages(ev: Evidence, hypotheses: dict[str, str], groups: dict[str, str]) -> list[dict]:
+    """Every params.yaml experiment but the baseline: its hypothesis, what happened in numbers, and its outcome
+    against the baseline by the same interval rule. A run within ``unigram_margin`` of the unigram loss (the val
+    loss of the train split's character frequencies, no context) trained but learned nothing from context."""
+    m = ev.m
     rows = []
-    for exp in m.nested:
-        if exp == "baseline":
+    for exp in hypotheses:
+        if exp == "baseline" or not m.has(exp):
             continue
         v, base = m.mean(exp, "val_loss"), m.mean("baseline", "val_loss")
-        diverged = m.any_true(exp, "diverged")
+        e = ev.effect(exp, "baseline") if groups.get(exp) != "objective" else None
         steps = m.values(exp, "divergence_step")
-        d = _diff(v, base)
-        if diverged:
+        if m.any_true(exp, "diverged"):
             outcome = f"diverged at step {int(min(steps)) if steps else '?'}"
-        elif d is None:
+        elif v is None:
             outcome = "no val loss"
         elif groups.get(exp) == "objective":
             outcome = "loss not comparable across objectives; see the shared probe"
@@ -370,30 +397,22 @@ def breakages(m: Metrics, hypotheses: dict[str, str], groups: dict[str, str],
             restored = m.mean(exp, "val_loss_with_causal_mask")
             outcome = (f"leaked: {v:.3f} reading the future, {restored:.3f} once the causal mask is restored "
                        f"(baseline {base:.3f})")
-        elif unigram_loss is not None and v >= unigram_loss - UNIGRAM_MARGIN:
-            outcome = f"stuck at the unigram loss ({unigram_loss:.3f}): learned no use of context"
-        elif abs(d) <= NOISE_SIGMAS * σ:
-            outcome = "within noise of the baseline"
+        elif ev.unigram is not None and v >= ev.unigram - ev.cfg.unigram_margin:
+            outcome = f"stuck at the unigram loss ({ev.unigram:.3f}): learned no use of context"
         else:
-            outcome = "worse than the baseline" if d > 0 else "better than the baseline"
-        rows.append(
-            {
-                "experiment": exp,
-                "hypothesis": hypotheses.get(exp, ""),
-                "val_loss": v,
-                "delta": d,
-                "diverged": diverged,
-                "outcome": outcome,
-                "spikes": m.mean(exp, "loss_spikes"),
-                "train_loss": m.mean(exp, "final_train_loss"),
-            }
-        )
+            outcome = {"reproduced": "worse than the baseline", "not reproduced": "better than the baseline",
+                       "within noise": "within noise of the baseline", "not run": "no interval"}[greater(e)]
+        rows.append({"experiment": exp, "hypothesis": hypotheses.get(exp, ""), "val_loss": v,
+                     "delta": None if e is None else e.value, "interval": None if e is None else e.half_width,
+                     "diverged": m.any_true(exp, "diverged"), "outcome": outcome,
+                     "spikes": m.mean(exp, "loss_spikes"), "train_loss": m.mean(exp, "final_train_loss")})
     return rows
 
 
 # --- cross-check against the peer implementation ---------------------------------------------------------------------
 
 AGREEMENT_MARGIN = 0.05  # nats beyond the noise floor before a difference with the peer is flagged
+NOISE_SIGMAS = 2.0  # the cross-check's floor: 2 baseline standard deviations (one seed of each side)
 
 
 @dataclass

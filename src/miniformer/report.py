@@ -15,7 +15,17 @@ from jinja2 import Environment, PackageLoader, select_autoescape
 from miniformer import figures
 from miniformer.aggregate import read_json
 from miniformer.crosscheck import read_crosscheck
-from miniformer.findings import HEAD_RUNS, POSITION_RUNS, Metrics, breakages, claims, peer_comparisons
+from miniformer.evaluate import PROBE_CANDIDATES
+from miniformer.findings import (
+    HEAD_RUNS,
+    POSITION_RUNS,
+    STABILITY_ROWS,
+    Evidence,
+    breakages,
+    check_experiments,
+    claims,
+    peer_comparisons,
+)
 from miniformer.io import atomic_write_text
 from miniformer.params import Study
 
@@ -75,9 +85,32 @@ def unigram_loss(data_dir: Path) -> float | None:
     return float(-logp[val].mean())
 
 
+def curve_pairs(found: list, ev: Evidence) -> list[tuple[str, str] | None]:
+    """For each claim that compares two val losses, the (a, b) runs whose effect the report follows over training."""
+    pairs = {
+        "Learned ≈ sinusoidal positions in distribution": ("pos_learned", "pos_sinusoidal"),
+        "At short training length ALiBi does not win in distribution": ("pos_sinusoidal", "pos_alibi"),
+        "Causal LM without positions is close to with": ("pos_none", "baseline"),
+        "Masked LM without positions fails": ("obj_mlm_nope", "obj_mlm"),
+        "RMSNorm ≈ LayerNorm": ("block_rmsnorm", "baseline"),
+        "Swapping Q/K roles is a relabelling (no change)": ("attn_qkv_swap", "attn_single_head"),
+    }
+    best_post, best_pre = ev.best_lr_run("block_post_norm"), ev.best_lr_run("baseline")
+    if best_post and best_pre:
+        pairs["With warm-up, pre-norm is not always better at the end"] = (best_post, best_pre)
+    return [pairs.get(c.claim) for c in found]
+
+
 def build_report(study: Study, results: Path, out: Path, data_dir: Path = Path("data/prepared")) -> Path:
+    check_experiments(study.experiments)
     nested = read_json(results / "metrics.json")
-    m = Metrics(nested)
+    samples = read_json(results / "windows.json") if (results / "windows.json").exists() else {}
+    unigram = unigram_loss(data_dir)
+    sweeps = {e: [(name, study.config(name, study.seeds_for(name)[0]).train.lr) for name in study.sweep_of(e)]
+              for e in study.experiments}
+    ev = Evidence(nested, samples, study.findings, unigram, sweeps)
+    m = ev.m
+    found = claims(ev)
     files = RunFiles(study, results)
     base = study.config("baseline", study.seeds[0])
     T = base.model.block_size
@@ -185,13 +218,27 @@ def build_report(study: Study, results: Path, out: Path, data_dir: Path = Path("
 
     hypotheses = {e: spec.get("hypothesis", "") for e, spec in study.experiments.items()}
     groups = {e: spec["group"] for e, spec in study.experiments.items()}
-    unigram = unigram_loss(data_dir)
+
+    # statistics: the stability map over the learning-rate sweeps, and each val-loss effect over training
+    stability = ev.stability_map()
+    if stability:
+        figs["stability"] = figures.to_base64_png(figures.stability_map(stability, unigram))
+    over_training = {c.claim: ev.curve(*pair) for c, pair in zip(found, curve_pairs(found, ev)) if pair}
+    over_training = {k: v for k, v in over_training.items() if len(v) >= 2}
+    if over_training:
+        figs["effects_over_training"] = figures.to_base64_png(figures.effects_over_training(over_training))
     env = Environment(loader=PackageLoader("miniformer", "templates"), autoescape=select_autoescape(["html", "j2"]))
     html = env.get_template("report.html.j2").render(
         profile=study.profile,
         figs=figs,
-        claims=claims(m),
-        breakages=breakages(m, hypotheses, groups, unigram), unigram=unigram,
+        claims=found,
+        findings_cfg=study.findings,
+        breakages=breakages(ev, hypotheses, groups),
+        unigram=unigram,
+        stability=stability,
+        curve_tokens=base.train.curve_tokens,
+        probe_candidates=PROBE_CANDIDATES,
+        stability_rows=STABILITY_ROWS,
         noise=m.noise(),
         baseline_seeds=m.values("baseline", "val_loss"),
         multiples=multiples,

@@ -1,0 +1,138 @@
+"""Intervals on synthetic data whose answer is known, and every branch of the one verdict rule."""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pytest
+
+from miniformer.stats import (
+    Estimate,
+    Interval,
+    Samples,
+    all_of,
+    at_most,
+    difference_quantity,
+    equivalent,
+    greater,
+    less,
+    seed_spread,
+    source_quantity,
+    still_changing,
+    t_quantile,
+    z_quantile,
+)
+
+
+def test_quantiles_match_the_tables():
+    assert z_quantile(0.95) == pytest.approx(1.95996, abs=1e-4)
+    assert t_quantile(0.95, 1) == pytest.approx(12.706, abs=1e-2)
+    assert t_quantile(0.95, 2) == pytest.approx(4.303, abs=1e-3)
+    assert t_quantile(0.95, 10) == pytest.approx(2.228, abs=1e-3)
+    assert t_quantile(0.90, 5) == pytest.approx(2.015, abs=1e-3)
+    assert math.isinf(t_quantile(0.95, 0))
+
+
+def windows_run(losses: np.ndarray) -> Samples:
+    return Samples({"val": {"sum": (losses * 10).tolist(), "count": [10] * len(losses)}})
+
+
+def test_bootstrap_error_of_a_mean_is_sigma_over_root_n():
+    """One run, i.i.d. window losses with σ = 0.5: the evaluation error of the mean is 0.5 / √n."""
+    rng = np.random.default_rng(1)
+    n = 400
+    run = windows_run(2.0 + 0.5 * rng.standard_normal(n))
+    e = Interval(0.95, 3000).effect(source_quantity("val"), ["val"], [run])
+    assert e.value == pytest.approx(run.mean("val"))
+    assert e.eval_se == pytest.approx(0.5 / math.sqrt(n), rel=0.12)
+    assert e.seed_se == 0 and e.half_width == pytest.approx(z_quantile(0.95) * e.eval_se, rel=1e-9)
+
+
+def test_pairing_cancels_the_shared_window_difficulty():
+    """Two runs share large per-window difficulty and differ by a constant 0.1 plus small noise: the paired interval
+    is set by the small noise, not by the shared spread."""
+    rng = np.random.default_rng(2)
+    n = 500
+    difficulty = 1.0 * rng.standard_normal(n)
+    a = windows_run(2.1 + difficulty + 0.05 * rng.standard_normal(n))
+    b = windows_run(2.0 + difficulty + 0.05 * rng.standard_normal(n))
+    e = Interval(0.95, 2000).effect(source_quantity("val"), ["val"], [a], [b])
+    assert e.value == pytest.approx(0.1, abs=0.01)
+    expected_se = math.sqrt(2) * 0.05 / math.sqrt(n)  # the independent parts only
+    assert e.eval_se == pytest.approx(expected_se, rel=0.15)
+    assert greater(e) == "reproduced"
+
+
+def test_seed_part_uses_student_t_and_both_group_sizes():
+    run = windows_run(np.full(50, 2.0))  # no evaluation noise at all
+    e = Interval(0.95, 200).effect(source_quantity("val"), ["val"], [run, run, run], [run], seed_sd=0.01, seed_df=2)
+    assert e.eval_se == 0
+    assert e.seed_se == pytest.approx(0.01 * math.sqrt(1 / 3 + 1))
+    assert e.half_width == pytest.approx(4.3027 * e.seed_se, rel=1e-3)
+
+
+def test_growth_quantity_and_unpaired_sources():
+    raw = {"lengths": {"1": [2.0, 2.0, 2.0, 2.0], "8": [3.0, 3.2, 2.8, 3.0]}}
+    run = Samples(raw)
+    q = difference_quantity("length:8", "length:1")
+    assert q(run, {}) == pytest.approx(1.0)
+    e = Interval(0.95, 500).effect(q, ["length:8", "length:1"], [run])
+    assert e.value == pytest.approx(1.0) and 0 < e.eval_se < 0.2
+
+
+def test_probe_items_and_curve_points_are_sources():
+    run = Samples({"probe": [1, 0, 1, 1], "curve": {"steps": [10, 20], "windows": [[3.0, 3.0], [2.0, 2.5]]}})
+    assert run.mean("probe") == 0.75 and run.size("probe") == 4
+    assert run.mean("curve:1") == 2.25 and run.curve_steps() == [10, 20]
+    assert run.mean("curve:2") is None and run.mean("length:4") is None
+
+
+def test_seed_spread():
+    assert seed_spread([1.0, 2.0, 3.0]) == (1.0, 2)
+    assert seed_spread([1.0]) == (0.0, 0)
+    assert seed_spread([1.0, None, float("nan"), 3.0])[1] == 1
+
+
+def est(value: float, half: float) -> Estimate:
+    return Estimate(value, half, 0.0, 0.0, 0.95)
+
+
+def test_greater_and_less_branches():
+    assert greater(None) == "not run"
+    assert greater(est(0.5, 0.1)) == "reproduced"
+    assert greater(est(-0.5, 0.1)) == "not reproduced"
+    assert greater(est(0.05, 0.1)) == "within noise"
+    assert less(est(-0.5, 0.1)) == "reproduced"
+    assert less(est(0.5, 0.1)) == "not reproduced"
+    assert less(est(0.0, 0.1)) == "within noise"
+    assert less(None) == "not run"
+
+
+def test_equivalent_branches():
+    assert equivalent(None, 0.05) == "not run"
+    assert equivalent(est(0.01, 0.02), 0.05) == "reproduced"
+    assert equivalent(est(0.2, 0.05), 0.05) == "not reproduced"
+    assert equivalent(est(-0.2, 0.05), 0.05) == "not reproduced"
+    assert equivalent(est(0.04, 0.05), 0.05) == "within noise"
+
+
+def test_at_most_branches():
+    assert at_most(None, 0.05) == "not run"
+    assert at_most(est(-0.3, 0.1), 0.05) == "reproduced"
+    assert at_most(est(0.3, 0.1), 0.05) == "not reproduced"
+    assert at_most(est(0.05, 0.1), 0.05) == "within noise"
+
+
+def test_compound_rule():
+    assert all_of(["reproduced", "reproduced"]) == "reproduced"
+    assert all_of(["reproduced", "within noise"]) == "within noise"
+    assert all_of(["reproduced", "not reproduced"]) == "not reproduced"
+    assert all_of(["within noise", "not run"]) == "not run"
+    assert all_of([]) == "not run"
+
+
+def test_still_changing():
+    assert still_changing(est(0.3, 0.05), est(0.1, 0.05))
+    assert not still_changing(est(0.12, 0.05), est(0.1, 0.05))
+    assert not still_changing(None, est(0.1, 0.05))

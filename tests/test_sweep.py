@@ -1,0 +1,93 @@
+"""Learning-rate sweeps as a params feature: expansion, configs, seeds, errors, and the DVC stage that runs them."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+import yaml
+
+from miniformer.errors import UserError
+from miniformer.params import Study
+from tests.conftest import tiny_params
+
+SWEEP = {"train.lr": [0.0005, 0.002, 0.01], "train.min_lr": [0.00005, 0.0002, 0.001]}
+
+
+def study_with(sweep, corpus, **experiment) -> Study:
+    params = tiny_params(corpus)
+    params["experiments"]["baseline"]["sweep"] = sweep
+    params["experiments"]["baseline"].update(experiment)
+    return Study(params)
+
+
+def test_sweep_expands_into_points_beside_the_experiment(corpus):
+    study = study_with(SWEEP, corpus)
+    lr = study.config("baseline", 0).train.lr
+    expected = [f"baseline/lr={v}" for v in SWEEP["train.lr"] if v != lr]
+    assert study.sweep_of("baseline") == ["baseline", *expected]
+    for name, lr, min_lr in zip(SWEEP["train.lr"], SWEEP["train.lr"], SWEEP["train.min_lr"]):
+        run = f"baseline/lr={name}"
+        if run not in study.points:
+            continue
+        cfg = study.config(run, study.seeds[0])
+        assert (cfg.train.lr, cfg.train.min_lr) == (lr, min_lr)  # zipped, not crossed
+        assert cfg.model == study.config("baseline", 0).model and cfg.group == "baseline"
+        assert study.seeds_for(run) == study.seeds[:1] and study.parent(run) == "baseline"
+    runs = study.runs()
+    assert [r for r in runs if r[0].startswith("baseline/")] == [(p, study.seeds[0]) for p in expected]
+    assert len([r for r in runs if r[0] == "baseline"]) == len(study.seeds)  # the experiment keeps every seed
+
+
+def test_the_point_equal_to_the_experiment_is_not_run_twice(corpus):
+    study = study_with({"train.lr": [0.001, 0.003]}, corpus, train={"lr": 0.003, "min_lr": 0.0001})
+    assert study.sweep_of("baseline") == ["baseline", "baseline/lr=0.001"]
+
+
+@pytest.mark.parametrize("sweep,message", [
+    ({"lr": [0.1]}, "must be 'section.key'"),
+    ({"data.corpus": ["x"]}, "must be 'section.key'"),
+    ({"train.lr": 0.1}, "must be a non-empty list"),
+    ({"train.lr": []}, "must be a non-empty list"),
+    ({"train.lr": [0.1, 0.2], "train.min_lr": [0.01]}, "same length"),
+    ({"train.lrr": [0.1]}, "unknown key"),
+    ({"train.lr": ["fast"]}, "expected float"),
+    ({"train.lr": [0.001, 0.001]}, "both named"),
+    ([0.1], "must map"),
+])
+def test_bad_sweeps_are_one_clear_line(corpus, sweep, message):
+    with pytest.raises(UserError, match=message):
+        study_with(sweep, corpus)
+
+
+def test_a_point_that_breaks_a_rule_is_refused_before_anything_runs(corpus):
+    with pytest.raises(UserError, match="min_lr"):  # min_lr 0.002 > lr 0.0005: caught when the point's config builds
+        study_with({"train.lr": [0.0005]}, corpus, train={"lr": 0.004, "min_lr": 0.002})
+
+
+def test_run_experiment_trains_and_evaluates_every_point(tmp_path, corpus, monkeypatch):
+    """The DVC stage of an experiment covers its sweep: the same run folders Snakemake's per-run jobs write."""
+    from miniformer.cli import main
+
+    params = tiny_params(corpus)
+    params["experiments"] = {"baseline": {"group": "baseline", "sweep": {"train.lr": [0.004]}}}
+    params["seeds"] = [0]
+    (tmp_path / "params.yaml").write_text(yaml.safe_dump(params))
+    common = ["--params", str(tmp_path / "params.yaml"), "--results", str(tmp_path / "results"),
+              "--data", str(tmp_path / "data")]
+    assert main(["prepare", "--params", str(tmp_path / "params.yaml"), "--out", str(tmp_path / "data")]) == 0
+    # the tiny params lack the report's claim experiments: the stage refuses, naming them
+    assert main(["run-experiment", "baseline", *common]) != 0
+    from miniformer import findings
+
+    monkeypatch.setattr(findings, "required_experiments", lambda: set())
+    assert main(["run-experiment", "baseline", *common]) == 0
+    for run in ("baseline", "baseline/lr=0.004"):
+        metrics = json.loads((tmp_path / "results" / "runs" / run / "seed0" / "metrics.json").read_text())
+        assert metrics["steps_done"] == params["train"]["steps"]
+        assert (tmp_path / "results" / "eval" / run / "seed0" / "windows.json").exists()
+        curve = json.loads((tmp_path / "results" / "runs" / run / "seed0" / "curve.json").read_text())
+        assert curve["points"][-1]["step"] == params["train"]["steps"]
+    base_log = (tmp_path / "results" / "runs" / "baseline" / "seed0" / "log.tsv").read_text()
+    point_log = (tmp_path / "results" / "runs" / "baseline" / "lr=0.004" / "seed0" / "log.tsv").read_text()
+    assert base_log != point_log  # a different learning rate trained a different model
