@@ -53,6 +53,7 @@ def tiny_params(corpus: Path, **overrides) -> dict:
             "split_tokens": 2048,
             "probe_items": 4,
             "order_windows": 4,
+            "order_pairs": 6,
             "length_multiples": [1, 2, 4],
         },
         "seeds": [0, 1],

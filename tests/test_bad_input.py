@@ -71,7 +71,7 @@ CASES = [
     ("zero length", lambda p: edit(p, "eval.length_multiples", [0, 1]), "eval.length_multiples = [0, 1]"),
     ("no generations", lambda p: edit(p, "eval.gen_multiples", []), "eval.gen_multiples = [] must be"),
     ("negative split", lambda p: edit(p, "eval.split_tokens", -1), "eval.split_tokens = -1 must be >= 0"),
-    ("zero probe", lambda p: edit(p, "eval.probe_items", 0), "eval.probe_items and eval.order_windows must be > 0"),
+    ("zero probe", lambda p: edit(p, "eval.probe_items", 0), "eval.order_windows and eval.order_pairs must be > 0"),
     ("zero clip", lambda p: edit(p, "train.grad_clip", 0.0), "train.grad_clip = 0.0 must be > 0"),
     ("bad init", lambda p: edit(p, "model.init", "xavier"), "unknown init='xavier'"),
     ("block larger than the val split", lambda p: edit(p, "model.block_size", 4096), "use a longer corpus"),

@@ -19,7 +19,7 @@ def seeds(val: float, **extra) -> dict:
 def base(**extra) -> dict:
     return {f"seed{i}": {"val_loss": 2.0 + d, "hidden_uniformity": 0.5 + d, "recovery_accuracy": 0.3 + d,
                          "attention_entropy": 2.0 + d, "loss_at_1x": 2.0, "loss_at_4x": 2.3,
-                         "final_train_loss": 2.0 + d, **extra}
+                         "final_train_loss": 2.0 + d, "order_preference": 0.9 + d, **extra}
             for i, d in enumerate((0.0, 0.001, -0.001))}
 
 
@@ -178,6 +178,16 @@ CLAIM_CASES = [
     ("Masked LM without positions fails", {"obj_mlm": seeds(1.5), "obj_mlm_nope": seeds(1.502)}, "within noise"),
     ("Masked LM without positions fails", {"obj_mlm": seeds(1.5), "obj_mlm_nope": seeds(2.5)}, "reproduced"),
     ("Post-norm needs warm-up; pre-norm trains without", {"block_post_norm": seeds(2.0)}, "not run"),
+    ("Without positions a causal LM still tells order (the mask leaks it); an MLM cannot",
+     {"pos_none": seeds(2.0, order_preference=0.8), "obj_mlm_nope": seeds(3.0, order_preference=0.5)}, "reproduced"),
+    ("Without positions a causal LM still tells order (the mask leaks it); an MLM cannot",
+     {"pos_none": seeds(2.0, order_preference=0.8), "obj_mlm_nope": seeds(3.0, order_preference=0.8)},
+     "not reproduced"),
+    ("Without positions a causal LM still tells order (the mask leaks it); an MLM cannot",
+     {"pos_none": seeds(2.0, order_preference=0.502), "obj_mlm_nope": seeds(3.0, order_preference=0.5)},
+     "within noise"),
+    ("Without positions a causal LM still tells order (the mask leaks it); an MLM cannot",
+     {"pos_none": seeds(2.0, order_preference=0.8)}, "not run"),
     ("With warm-up, pre-norm is not always better at the end", {"block_post_norm": seeds(2.01)}, "reproduced"),
     ("With warm-up, pre-norm is not always better at the end", {"block_post_norm": seeds(2.5)}, "not reproduced"),
     ("With warm-up, pre-norm is not always better at the end", {}, "not run"),

@@ -32,6 +32,7 @@ def run_scalars(train: dict, ev: dict) -> dict:
         "head_diversity": ev.get("head_diversity"),
         "attention_entropy": _mean(ev.get("attention_entropy") or []),
         "order_delta": ev.get("order_sensitivity", {}).get("delta"),
+        "order_preference": ev.get("minimal_pairs", {}).get("true_order_preferred"),
         "hidden_uniformity": ev.get("hidden_uniformity"),
         "recovery_accuracy": ev.get("probe", {}).get("recovery_accuracy"),
         "probe_candidate_recall": ev.get("probe", {}).get("candidate_recall"),

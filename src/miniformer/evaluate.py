@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import random
+import re
 from pathlib import Path
 
 import numpy as np
@@ -21,6 +22,7 @@ from miniformer.prepare import TokenData
 from miniformer.scoring import BATCH, mean_loss, window_losses, windows
 from miniformer.train import attention_entropy, pick_device
 
+ORDER_TIE = 1e-4  # nats: minimal-pair scores closer than this are a tie (float summation order, not a preference)
 PROBE_CANDIDATES = 16  # left-to-right probe: tokens rescored per hidden position (their recall is reported)
 PER_POSITION_BINS = 32
 
@@ -281,6 +283,60 @@ class Evaluator:
         best = int(candidates[int(token_lp[:, i - 1 :].sum(1).argmax())])
         return best, bool((candidates == ids[i]).any())
 
+    def order_pairs(self) -> list[tuple[list[int], list[int]]]:
+        """Minimal pairs from held-out test lines: the line, and the line with two of its words swapped in place (two
+        characters, for a text written without spaces). Same tokens, different order; fixed seed, same for every run."""
+        return [(self._ids(a), self._ids(b)) for a, b in swapped_lines(self._test_lines(), self.run.eval.order_pairs)
+                if self._ids(a) and self._ids(b)]
+
+    def _ids(self, text: str) -> list[int]:
+        ids, dropped = self.tok.encode_lossy(text)
+        return [] if dropped or len(ids) > self.T or len(ids) < 4 else ids
+
+    def _test_lines(self) -> list[str]:
+        text = self.tok.decode(self.data.splits["test"].tolist())
+        shortest = min(20, self.T // 2)
+        return [ln for ln in text.split("\n") if shortest <= len(ln) <= self.T and not ln.endswith(":")]
+
+    @torch.no_grad()
+    def minimal_pairs(self) -> dict:
+        """How often the model scores the true order above the swapped one (ties count half): sequence log-likelihood
+        for left-to-right objectives, pseudo-log-likelihood (each token hidden in turn, as in training) for MLM and
+        span. Scores within ORDER_TIE nats are a tie: a bidirectional model without positions gives both orders the
+        same score exactly, up to float summation order."""
+        outcomes = []
+        for true, swapped in self.order_pairs():
+            a, b = self.sequence_score(true), self.sequence_score(swapped)
+            outcomes.append(0.5 if abs(a - b) < ORDER_TIE else float(a > b))
+        self.per_window["pairs"] = outcomes
+        return {
+            "pairs": len(outcomes),
+            "true_order_preferred": float(np.mean(outcomes)) if outcomes else None,
+            "ties": int(sum(o == 0.5 for o in outcomes)),
+            "scoring": "pseudo-log-likelihood" if self.objective in ("mlm", "span") else "sequence log-likelihood",
+        }
+
+    def sequence_score(self, ids: list[int]) -> float:
+        """Log-likelihood of a token sequence in the objective's own reading (see minimal_pairs)."""
+        dev, n = self.device, len(ids)
+        x = torch.tensor(ids, device=dev)
+        if self.objective == "mlm":
+            rows = x.repeat(n, 1)
+            rows[torch.arange(n), torch.arange(n)] = self.specials.mask_id
+            logits = self.model(rows, attn_mask=torch.ones(n, n, dtype=torch.bool, device=dev))["logits"]
+            logp = torch.log_softmax(logits[torch.arange(n), torch.arange(n)].float(), -1)
+            return float(logp.gather(-1, x[:, None]).sum())
+        if self.objective == "span":
+            s0 = self.specials.sentinel(0)
+            rows = torch.cat([x.repeat(n, 1), torch.full((n, 1), s0, device=dev)], 1)
+            rows[torch.arange(n), torch.arange(n)] = s0
+            mask = prefix_mask(torch.tensor([n]), n + 1).to(dev)
+            logp = torch.log_softmax(self.model(rows, attn_mask=mask)["logits"][:, -1].float(), -1)
+            return float(logp.gather(-1, x[:, None]).sum())
+        # Left-to-right: the model's own mask (causal; a prefix LM with a one-token prefix reads causally too).
+        logits = self.model(x[None, :-1])["logits"][0].float()
+        return float(torch.log_softmax(logits, -1).gather(-1, x[1:, None]).sum())
+
     def _continuation_loss(self, ids: list[int]) -> float | None:
         if self.objective not in ("causal", "prefix"):
             return None
@@ -334,6 +390,7 @@ class Evaluator:
         result["lengths"] = self.length_sweep()
         result.update(self.head_stats())
         result["order_sensitivity"] = self.order_sensitivity()
+        result["minimal_pairs"] = self.minimal_pairs()
         result["hidden_uniformity"] = self.uniformity()
         result["probe"] = self.shared_probe()
         attention = self.attention_on_probe()
@@ -350,6 +407,30 @@ class Evaluator:
         write_json(self.dir / "windows.json", self.per_window)
         write_json(self.dir / "eval.json", result)
         return result
+
+
+def swapped_lines(lines: list[str], count: int, seed: int = 0) -> list[tuple[str, str]]:
+    """(line, the line with two different words swapped in place) for up to ``count`` lines; a line with fewer than
+    three words (a text without spaces) swaps two different characters instead. Whitespace stays where it was."""
+    rng = random.Random(seed)
+    order = list(range(len(lines)))
+    rng.shuffle(order)
+    pairs = []
+    for k in order:
+        line = lines[k]
+        parts = re.split(r"(\s+)", line.strip())
+        units = parts[::2] if len(parts[::2]) >= 3 else list(line.strip())
+        joiner = parts[1::2] if len(parts[::2]) >= 3 else [""] * (len(units) - 1)
+        candidates = [(i, j) for i in range(len(units)) for j in range(i + 1, len(units)) if units[i] != units[j]]
+        if not candidates:
+            continue
+        i, j = candidates[rng.randrange(len(candidates))]
+        units[i], units[j] = units[j], units[i]
+        swapped = units[0] + "".join(sep + u for sep, u in zip(joiner, units[1:]))
+        pairs.append((line.strip(), swapped))
+        if len(pairs) == count:
+            break
+    return pairs
 
 
 def js_divergence(p: Tensor, q: Tensor) -> float:

@@ -139,6 +139,20 @@ class Evidence:
         hi, lo = self.m.mean(exp, f"loss_at_{top}x"), self.m.mean(exp, "loss_at_1x")
         return None if hi is None or lo is None else hi - lo
 
+    def preference(self, exp: str) -> Estimate | None:
+        """Share of minimal pairs where exp prefers the true order, minus chance (0.5), with its interval."""
+        if not self.m.has(exp):
+            return None
+        if self._has_samples([exp], "pairs"):
+            q = lambda s, idx: _sub(s.mean("pairs", idx.get("pairs")), 0.5)  # noqa: E731
+            sd, df = seed_spread([q(r, {}) for r in self.runs("baseline")])
+            return self.interval.effect(q, ["pairs"], self.runs(exp), (), sd, df)
+        v = self.m.mean(exp, "order_preference")
+        if v is None:
+            return None
+        sd, df = seed_spread(self.m.values("baseline", "order_preference"))
+        return self.interval.combine(v - 0.5, 0.0, sd / math.sqrt(len(self.m.values(exp, "order_preference"))), df)
+
     def scalar_effect(self, a: str, b: str | None, key: str) -> Estimate | None:
         """From metrics.json alone: the seed part of the interval (used for quantities with no per-window samples:
         attention entropy, hidden-state uniformity, final train loss)."""
@@ -201,6 +215,10 @@ class Evidence:
         return "n/a" if e is None else e.text()
 
 
+def _sub(x: float | None, y: float) -> float | None:
+    return None if x is None else x - y
+
+
 def _fmt(x: float | None) -> str:
     return "n/a" if x is None else f"{x:.3f}"
 
@@ -259,6 +277,13 @@ def claims(ev: Evidence) -> list[Finding]:
 
     compare("Masked LM without positions fails", "Haviv 2022 T4", "obj_mlm_nope", "obj_mlm", greater,
             "MLM NoPE − MLM RoPE")
+
+    causal, mlm = ev.preference("pos_none"), ev.preference("obj_mlm_nope")
+    out.append(Finding("Without positions a causal LM still tells order (the mask leaks it); an MLM cannot",
+                       "Haviv 2022 T1/T4", f"true order preferred − 50 % on minimal pairs: causal NoPE "
+                       f"{ev.text(causal)}; MLM NoPE {ev.text(mlm)} (at chance: within ± {ev.cfg.chance_margin})",
+                       all_of([greater(causal), equivalent(mlm, ev.cfg.chance_margin)]),
+                       {"causal NoPE": causal, "MLM NoPE": mlm}))
 
     out.append(warmup_finding(ev))
 

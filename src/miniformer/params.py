@@ -73,6 +73,7 @@ class EvalConfig:
     probe_line: str = "Romeo: But, soft! what light through yonder window breaks?"
     probe_items: int = 1024  # hidden tokens of the shared probe (one per held-out test line)
     order_windows: int = 64  # windows for the order-sensitivity probe
+    order_pairs: int = 300  # minimal pairs (two words of a held-out line swapped) for the order probe
     gen_multiples: list = field(default_factory=lambda: [1, 4])
     temperature: float = 0.8
     top_k: int = 20
@@ -92,6 +93,7 @@ class FindingsConfig:
     confidence: float = 0.95  # of every interval the report prints and every verdict reads
     equivalence_margin: float = 0.05  # nats: "A ≈ B" claims hold when the whole interval lies within ± this
     unigram_margin: float = 0.02  # nats: a run within this of the unigram loss learned nothing from context
+    chance_margin: float = 0.05  # a preference rate within ± this of 50 % is "at chance" (the minimal-pair probe)
     bootstrap: int = 2000  # resamples of windows / probe items behind each evaluation-sampling error
     still_changing: bool = True  # flag claims whose effect moved by more than its interval between the last two points
 
@@ -360,7 +362,8 @@ def _validate_eval(e: EvalConfig, where: str) -> None:
          "positive integers"),
         (e.max_tokens > 0, f"eval.max_tokens = {e.max_tokens} must be > 0"),
         (e.split_tokens >= 0, f"eval.split_tokens = {e.split_tokens} must be >= 0 (0 = the whole split)"),
-        (e.probe_items > 0 and e.order_windows > 0, "eval.probe_items and eval.order_windows must be > 0"),
+        (e.probe_items > 0 and e.order_windows > 0 and e.order_pairs > 0,
+         "eval.probe_items, eval.order_windows and eval.order_pairs must be > 0"),
         (e.top_k > 0, f"eval.top_k = {e.top_k} must be > 0"),
         (e.temperature >= 0, f"eval.temperature = {e.temperature} must be >= 0 (0 = greedy)"),
     ]

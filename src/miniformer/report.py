@@ -136,6 +136,12 @@ def build_report(study: Study, results: Path, out: Path, data_dir: Path = Path("
         files.eval("pos_learned")["lengths"].get(top, {}).get("reason") if "pos_learned" in pos.values() else None
     )
     order = {k: files.eval(v)["order_sensitivity"] for k, v in pos.items()}
+    pairs = {}
+    for e in study.experiments:
+        mp = files.eval(e).get("minimal_pairs") if m.has(e) else None
+        if mp and mp.get("true_order_preferred") is not None:
+            pairs[e] = {"rate": m.mean(e, "order_preference"), "estimate": ev.preference(e), "ties": mp["ties"],
+                        "pairs": mp["pairs"], "scoring": mp["scoring"]}
     long_gens = {k: files.generations(v) for k, v in pos.items()}
 
     # 4. single head
@@ -246,6 +252,8 @@ def build_report(study: Study, results: Path, out: Path, data_dir: Path = Path("
         sweep=sweep,
         learned_reason=learned_reason,
         order=order,
+        pairs=pairs,
+        pair_count=next(iter(pairs.values()), {}).get("pairs", 0),
         long_gens=long_gens,
         single=single,
         nomask=nomask,
