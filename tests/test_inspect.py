@@ -37,7 +37,8 @@ def test_runs_lists_every_trained_run(trained, capsys):
     out = capsys.readouterr().out
     for exp in ("baseline", "pos_learned", "obj_mlm"):
         assert exp in out
-    assert "30" in out  # steps
+    rows = {line.split()[0]: line.split() for line in out.splitlines()[1:]}
+    assert rows["baseline"][1] == "0" and rows["baseline"][2] == "30"  # seed and steps columns, not a path
 
 
 def test_generate_past_block_size_for_rope(trained, capsys):
@@ -56,8 +57,25 @@ def test_score_causal_and_pseudo_likelihood(trained, capsys):
     assert run(trained, "score", "baseline", "the king hath") == 0
     out = capsys.readouterr().out
     assert out.startswith("causal log-likelihood: mean loss") and "perplexity" in out
+    head, *tokens = out.strip().splitlines()
+    assert len(tokens) == len("the king hath")  # one line per character, each with its loss
+    losses = [float(t.split()[-1]) for t in tokens]
+    mean = float(head.split("mean loss ")[1].split()[0])
+    assert mean == pytest.approx(sum(losses) / len(losses), abs=2e-3)  # the headline is the mean of the tokens
     assert run(trained, "score", "obj_mlm", "the king hath") == 0
     assert capsys.readouterr().out.startswith("pseudo-log-likelihood")
+
+
+def test_score_versus_names_the_preferred_order(trained, capsys):
+    assert run(trained, "score", "baseline", "the king hath", "--versus", "hath king the") == 0
+    out = capsys.readouterr().out
+    totals = [float(line.split(": ")[1].split()[0]) for line in out.splitlines() if line.startswith("  ")]
+    preferred = "A" if totals[0] < totals[1] else "B"
+    assert f"prefers {preferred} by {abs(totals[0] - totals[1]):.3f} nats" in out
+    assert run(trained, "score", "obj_mlm", "the king", "--versus", "king the") == 0
+    assert capsys.readouterr().out.startswith("pseudo-log-likelihood")
+    assert run(trained, "score", "baseline", "the king", "--versus", "a queen") == 0
+    assert "different characters" in capsys.readouterr().out
 
 
 def test_score_file_writes_csv(trained, tmp_path):

@@ -139,6 +139,9 @@ def cmd_score(args) -> None:
         return
     if not args.sentence:
         raise UserError("give a sentence to score, or --file with one sentence per line")
+    if args.versus is not None:
+        print(inspect.compare(run, args.sentence, args.versus))
+        return
     r = inspect.score(run, args.sentence)
     print(f"{r['method']}: mean loss {r['mean_loss']:.4f} nats/token, perplexity {r['perplexity']:.3f}")
     for t in r["tokens"]:
@@ -232,6 +235,7 @@ def build_parser() -> argparse.ArgumentParser:
     add_run_arg(sp)
     sp.add_argument("sentence", nargs="?")
     sp.add_argument("--file", help="score every line of this file (CSV to stdout or -o)")
+    sp.add_argument("--versus", metavar="SENTENCE_B", help="which of the two sentences the model prefers, by how much")
     sp.add_argument("-o", "--out", help="CSV output path for --file")
     sp = add("attention", cmd_attention, "attention heatmap(s) for your own text")
     add_run_arg(sp)

@@ -119,6 +119,23 @@ def generate(run: LoadedRun, prompt: str, tokens: int, temperature: float, top_k
 
 
 @torch.no_grad()
+def compare(run: LoadedRun, a: str, b: str) -> str:
+    """Which of two sentences the model finds likelier, in total nats: the minimal-pair probe for your own pair
+    ("我打你" vs "你打我"). Totals compare fairly when both hold the same tokens in another order."""
+    ra, rb = score(run, a), score(run, b)
+    total_a, total_b = (sum(t["loss"] for t in r["tokens"]) for r in (ra, rb))
+    if abs(total_a - total_b) < 1e-4:
+        verdict = "no preference: both score the same (a model that cannot see order ties)"
+    else:
+        winner = "A" if total_a < total_b else "B"
+        verdict = f"prefers {winner} by {abs(total_a - total_b):.3f} nats"
+    note = "" if sorted(a) == sorted(b) else "\nnote: the two sentences hold different characters, so totals also " \
+        "reflect what is said, not only the order"
+    return (f"{ra['method']}\n  A {a!r}: {total_a:.3f} nats ({len(ra['tokens'])} tokens)\n"
+            f"  B {b!r}: {total_b:.3f} nats ({len(rb['tokens'])} tokens)\n{verdict}{note}")
+
+
+@torch.no_grad()
 def score(run: LoadedRun, sentence: str) -> dict:
     """Mean loss (nats/token), perplexity and per-token losses. Left-to-right models: log p(token | left context);
     MLM / span: pseudo-log-likelihood (each position masked in turn)."""
