@@ -55,3 +55,63 @@ def test_span_scoring_hides_each_token_with_a_sentinel():
     with torch.no_grad():
         score = ev.sequence_score([1, 2, 3, 4])
     assert score < 0 and torch.isfinite(torch.tensor(score))
+
+
+def test_figures_draw_cjk_labels_without_missing_glyphs():
+    """我打你 as heatmap ticks: with the CJK font CI installs (fonts-wqy-microhei), no glyph falls back to a box."""
+    import warnings
+
+    import numpy as np
+
+    from miniformer import figures
+
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        figures.to_base64_png(figures.attention_heatmap(np.eye(3), list("我打你"), "我打你 / 你打我"))
+    missing = [str(w.message) for w in caught if "missing from font" in str(w.message)]
+    assert not missing, f"{missing[:1]}: install a CJK font (apt-get install fonts-wqy-microhei)"
+
+
+def chinese_text(n_lines: int = 1500, seed: int = 0) -> str:
+    """Short sentences without spaces, built from a few hundred characters; 我打你 / 你打我 among them."""
+    import random
+
+    rng = random.Random(seed)
+    subjects, verbs, objects = ["我", "你", "他", "她", "我们", "老师", "小猫"], ["打", "看", "爱", "找", "帮", "叫"], \
+        ["你", "我", "他", "她", "小狗", "朋友", "学生"]
+    tails = ["了", "吗", "呢", "", "", "一下"]
+    lines = []
+    for _ in range(n_lines):
+        s = rng.choice(subjects) + rng.choice(verbs) + rng.choice(objects) + rng.choice(tails)
+        lines.append(s + rng.choice(["。", "！", "？"]) + rng.choice(subjects) + rng.choice(verbs) + rng.choice(objects)
+                     + "。")
+    return "\ufeff" + "\r\n".join(lines) + "\r\n\x1b[0m"  # a BOM, CRLF and a colour code: read the one documented way
+
+
+def test_a_chinese_corpus_runs_end_to_end_with_the_order_probe(tmp_path):
+    import json
+
+    import yaml
+
+    from miniformer.cli import main
+    from tests.conftest import tiny_params
+
+    corpus = tmp_path / "zh.txt"
+    corpus.write_text(chinese_text(), encoding="utf-8")
+    (tmp_path / "params.yaml").write_text(yaml.safe_dump(tiny_params(corpus)))
+    common = ["--params", str(tmp_path / "params.yaml"), "--results", str(tmp_path / "results"),
+              "--data", str(tmp_path / "data")]
+    assert main(["prepare", "--params", str(tmp_path / "params.yaml"), "--out", str(tmp_path / "data")]) == 0
+    meta = json.loads((tmp_path / "data" / "meta.json").read_text())
+    chars = json.loads(meta["tokenizer_json"])["chars"]
+    assert "我" in chars and "\ufeff" not in chars and "\r" not in chars and "\x1b" not in chars
+    assert main(["train", "baseline", "--seed", "0", *common]) == 0
+    assert main(["evaluate", "baseline", "--seed", "0", *common]) == 0
+    ev = json.loads((tmp_path / "results" / "eval" / "baseline" / "seed0" / "eval.json").read_text())
+    pairs = ev["minimal_pairs"]
+    assert pairs["pairs"] > 0 and 0 <= pairs["true_order_preferred"] <= 1
+    assert pairs["scoring"] == "sequence log-likelihood"
+    assert ev["probe"]["recovery_items"] > 0
+    out = tmp_path / "attn.png"
+    assert main(["attention", "baseline", "--text", "我打你", "-o", str(out), *common]) == 0
+    assert out.stat().st_size > 0

@@ -10,6 +10,7 @@ from __future__ import annotations
 import importlib.util
 import random
 import re
+import unicodedata
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -81,9 +82,24 @@ def read_user_text(path: str | Path) -> str:
             f"corpus file {str(p)!r} is not UTF-8 (byte {e.start}: {raw[e.start : e.start + 1]!r}); "
             "convert it, e.g. `iconv -f latin1 -t utf-8`"
         ) from None
+    text = clean_text(text)
     if not text.strip():
         raise UserError(f"corpus file {str(p)!r} is empty; give it some text")
-    return text.replace("\r\n", "\n")
+    return text
+
+
+ANSI_ESCAPE = re.compile(r"\x1b(\[[0-?]*[ -/]*[@-~]|\][^\x07\x1b]*(\x07|\x1b\\)|[@-Z\\-_])")
+
+
+def clean_text(text: str) -> str:
+    """The one way messy text is read: a BOM, terminal colour codes (ANSI escapes) and control characters other than
+    newline and tab are removed, Windows and old-Mac line ends become newlines, and the text is NFC-normalised (so 'é'
+    is one character however it was typed). Every other character, in any script or mix of scripts, is kept."""
+    text = text.lstrip("\ufeff")
+    text = ANSI_ESCAPE.sub("", text)
+    text = text.replace("\r\n", "\n").replace("\r", "\n")
+    text = "".join(c for c in text if c in "\n\t" or unicodedata.category(c) != "Cc")
+    return unicodedata.normalize("NFC", text)
 
 
 def split_user_text(text: str, val_frac: float, test_frac: float) -> Splits:

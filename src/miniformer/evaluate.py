@@ -125,6 +125,9 @@ class Evaluator:
     @torch.no_grad()
     def attention_on_probe(self) -> dict:
         ids, dropped = self.tok.encode_lossy(self.run.eval.probe_line)
+        if len(ids) < 2:  # the probe line is in another script than the corpus: draw a held-out line instead
+            lines = self._test_lines() or [self.tok.decode(self.data.splits["test"][: self.T].tolist())]
+            ids, dropped = self.tok.encode_lossy(lines[0])
         ids = ids[: self.T]
         x = torch.tensor([ids], device=self.device)
         # Each model is drawn as it reads: its own default (causal, or none for the no-mask breakage), MLM fully

@@ -6,12 +6,20 @@ import base64
 import io
 
 import matplotlib
+import matplotlib.font_manager
 
 matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
 import numpy as np  # noqa: E402
 import pandas as pd  # noqa: E402
 import seaborn as sns  # noqa: E402
+
+# Tick labels are the corpus' own characters, in any script: matplotlib falls back glyph by glyph along this list, so
+# Latin text keeps DejaVu Sans and CJK text (我打你) takes a CJK font — the Debian package fonts-wqy-microhei (or Noto
+# CJK), which `make venv` asks for and CI installs. Without one, CJK labels draw as empty boxes and matplotlib warns.
+CJK_FONTS = ["WenQuanYi Micro Hei", "Noto Sans CJK SC", "Noto Sans CJK JP", "Source Han Sans SC"]
+_installed = {f.name for f in matplotlib.font_manager.fontManager.ttflist}
+matplotlib.rcParams["font.family"] = ["DejaVu Sans", *(f for f in CJK_FONTS if f in _installed)]
 
 
 def to_base64_png(fig) -> str:
