@@ -75,6 +75,13 @@ CASES = [
     ("zero clip", lambda p: edit(p, "train.grad_clip", 0.0), "train.grad_clip = 0.0 must be > 0"),
     ("bad init", lambda p: edit(p, "model.init", "xavier"), "unknown init='xavier'"),
     ("block larger than the val split", lambda p: edit(p, "model.block_size", 4096), "use a longer corpus"),
+    ("experiment escaping results/", lambda p: p["experiments"].update({"../evil": {"group": "block"}}) or p,
+     "experiment name '../evil' may use only letters, digits and '_'"),
+    ("experiment with a dash", lambda p: edit(p, "experiments.pos-x", {"group": "position"}),
+     "experiment name 'pos-x' may use only"),
+    ("corpus that never ends", lambda p: edit(p, "data.corpus", "/dev/zero"), "is not a regular file"),
+    ("sweep of an unknown key", lambda p: edit(p, "experiments.baseline.sweep", {"train.lrr": [0.1]}),
+     "unknown key"),
 ]
 
 
@@ -85,6 +92,34 @@ def test_bad_params_one_line(tmp_path, corpus, capsys, name, mutate, message):
     err = capsys.readouterr().err.strip().splitlines()
     assert len(err) == 1, err
     assert message in err[0], err[0]
+
+
+def test_duplicate_key_in_params_is_refused(tmp_path, corpus, capsys):
+    text = yaml.safe_dump(tiny_params(corpus)) + "seeds: [5]\n"  # a second top-level 'seeds'
+    (tmp_path / "params.yaml").write_text(text)
+    assert main(["prepare", "--params", str(tmp_path / "params.yaml"), "--out", str(tmp_path / "data")]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and "key 'seeds' appears twice" in err[0]
+    assert not (tmp_path / "data").exists()  # nothing written
+
+
+def test_a_fifo_corpus_is_refused_without_hanging(tmp_path, corpus, capsys):
+    import os
+
+    fifo = tmp_path / "pipe"
+    os.mkfifo(fifo)
+    params = edit(tiny_params(corpus), "data.corpus", str(fifo))
+    assert run_cli(tmp_path, params, "prepare", "--out", str(tmp_path / "data")) == 2
+    assert "is not a regular file" in capsys.readouterr().err
+
+
+def test_an_oversized_corpus_is_refused(tmp_path, corpus, capsys, monkeypatch):
+    from miniformer import corpus as corpus_module
+
+    monkeypatch.setattr(corpus_module, "MAX_CORPUS_BYTES", 1000)
+    assert run_cli(tmp_path, tiny_params(corpus), "prepare", "--out", str(tmp_path / "data")) == 2
+    err = capsys.readouterr().err
+    assert "is larger than" in err and "use a sample of it" in err
 
 
 def test_unknown_experiment_on_the_cli(tmp_path, corpus, capsys):

@@ -74,7 +74,17 @@ def read_user_text(path: str | Path) -> str:
         raise UserError(f"corpus file {str(p)!r} does not exist; set data.corpus in params.yaml to a UTF-8 text file")
     if p.is_dir():
         raise UserError(f"corpus {str(p)!r} is a directory; data.corpus must be one UTF-8 text file")
-    raw = p.read_bytes()
+    if not p.is_file():
+        raise UserError(f"corpus {str(p)!r} is not a regular file (a device, FIFO or socket); data.corpus must be a "
+                        "UTF-8 text file")
+    try:
+        with p.open("rb") as f:
+            raw = f.read(MAX_CORPUS_BYTES + 1)
+    except OSError as e:
+        raise UserError(f"corpus file {str(p)!r} cannot be read ({e.strerror}); check its permissions") from None
+    if len(raw) > MAX_CORPUS_BYTES:
+        raise UserError(f"corpus file {str(p)!r} is larger than {MAX_CORPUS_BYTES // 2**20} MiB, the limit of a "
+                        "study's corpus (token files are read into memory); use a sample of it")
     try:
         text = raw.decode("utf-8")
     except UnicodeDecodeError as e:
@@ -88,6 +98,7 @@ def read_user_text(path: str | Path) -> str:
     return text
 
 
+MAX_CORPUS_BYTES = 512 * 2**20  # documented in the README: token files are held in memory
 ANSI_ESCAPE = re.compile(r"\x1b(\[[0-?]*[ -/]*[@-~]|\][^\x07\x1b]*(\x07|\x1b\\)|[@-Z\\-_])")
 
 

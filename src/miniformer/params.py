@@ -12,6 +12,7 @@ import copy
 import difflib
 import hashlib
 import json
+import re
 from dataclasses import asdict, dataclass, field, fields
 from pathlib import Path
 from typing import Any
@@ -168,6 +169,23 @@ def deep_merge(base: dict, override: dict) -> dict:
     return out
 
 
+class UniqueKeyLoader(yaml.SafeLoader):
+    """YAML keeps the last of two equal keys silently; a params file with one is refused instead."""
+
+    def construct_mapping(self, node, deep=False):
+        seen = set()
+        for key_node, _ in node.value:
+            key = self.construct_object(key_node, deep=deep)
+            if key in seen:
+                raise UserError(f"params: key {key!r} appears twice (line {key_node.start_mark.line + 1}); "
+                                "YAML would keep only the last one — remove or merge the duplicate")
+            seen.add(key)
+        return super().construct_mapping(node, deep=deep)
+
+
+EXPERIMENT_NAME = re.compile(r"[A-Za-z0-9_]+")
+
+
 class Study:
     """The validated params file: experiments, the active profile, and the run list."""
 
@@ -192,6 +210,9 @@ class Study:
         if "baseline" not in self.experiments:
             raise UserError("params: experiments must contain 'baseline' (the noise floor every verdict uses)")
         for name, exp in self.experiments.items():
+            if not isinstance(name, str) or not EXPERIMENT_NAME.fullmatch(name):
+                raise UserError(f"params: experiment name {name!r} may use only letters, digits and '_' (it names "
+                                "folders under results/ and Snakemake/DVC jobs)")
             _check_keys(exp, EXPERIMENT_KEYS, f"experiments.{name}.")
             if exp.get("group") not in GROUPS:
                 raise UserError(
@@ -214,7 +235,7 @@ class Study:
         if not p.exists():
             raise UserError(f"params file {str(p)!r} not found; run from the project root or pass --params")
         try:
-            raw = yaml.safe_load(p.read_text(encoding="utf-8")) or {}
+            raw = yaml.load(p.read_text(encoding="utf-8"), Loader=UniqueKeyLoader) or {}
         except yaml.YAMLError as e:
             raise UserError(f"params file {str(p)!r} is not valid YAML: {str(e).splitlines()[0]}") from None
         return cls(raw, profile)
