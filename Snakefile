@@ -53,6 +53,10 @@ for _exp, _seed in RUNS:
     write_signature(f"{SIGNATURES}/{_exp}/seed{_seed}.json",
                     json.dumps({**STUDY.config(_exp, _seed).to_dict(), "training_code": _TRAINING_CODE},
                                sort_keys=True, indent=1))
+# What aggregate and report read from params besides the runs' files: the run list (experiments, seeds, profiles: DVC's
+# params for both stages) and the verdict rule. Any edit there re-runs both, under either tool.
+write_signature(f"{SIGNATURES}/study.json", json.dumps(
+    {k: STUDY.raw.get(k) for k in ("experiments", "seeds", "profile", "profiles")}, sort_keys=True, default=str))
 write_signature(f"{SIGNATURES}/findings.json", json.dumps(STUDY.raw.get("findings") or {}, sort_keys=True))
 write_signature(f"{SIGNATURES}/evaluation-code.json", json.dumps({"evaluation_code": code_hash(EVALUATION_CODE)}))
 

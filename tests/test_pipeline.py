@@ -106,11 +106,46 @@ def test_one_experiment_change_reruns_only_that_experiment_under_snakemake(smk):
     jobs = dict(re.findall(r"^(\w+)\s+(\d+)$", text, flags=re.M))
     assert jobs.get("train") == "1" and jobs.get("evaluate") == "1", text[-2000:]
     assert "pos_alibi" in text and "exp=pos_learned" not in text
-    # DVC sees the same single change
-    assert dvc_changed_stages(smk) == {"run@pos_alibi"}
+    # DVC sees the same change: the run, and the stages that read the run list
+    assert dvc_changed_stages(smk) == {"run@pos_alibi", "aggregate", "report"}
     # targeted run: only that experiment and what depends on it; DVC's record then matches again
     sh(smk, "snakemake", "--cores", "2", "all")
     assert dvc_changed_stages(smk) == set()
+
+
+def planned_jobs(study: Path) -> dict[str, str]:
+    out = sh(study, "snakemake", "-n", "--nolock")
+    return dict(re.findall(r"^(\w+)\s+(\d+)$", out.stdout + out.stderr, flags=re.M))
+
+
+def test_a_hypothesis_edit_rerenders_the_report_under_both_tools(smk):
+    p = smk / "params.yaml"
+    original = p.read_text()
+    p.write_text(original.replace('"RMSNorm is as good as LayerNorm', '"RMSNorm matches LayerNorm', 1))
+    try:
+        jobs = planned_jobs(smk)  # both tools re-run what reads the experiments (aggregate, report), nothing trains
+        assert jobs.get("report") == "1" and jobs.get("aggregate") == "1" and "train" not in jobs, jobs
+        assert dvc_changed_stages(smk) == {"aggregate", "report"}
+    finally:
+        p.write_text(original)
+
+
+def test_a_removed_experiment_leaves_metrics_and_report_under_both_tools(smk):
+    p = smk / "params.yaml"
+    original = p.read_text()
+    block = re.search(r"^  heads_mean:\n(    .*\n)+", original, flags=re.M).group(0)
+    p.write_text(original.replace(block, ""))
+    try:
+        jobs = planned_jobs(smk)
+        assert jobs.get("aggregate") == "1" and jobs.get("report") == "1" and "train" not in jobs, jobs
+        assert dvc_changed_stages(smk) == {"aggregate", "report"}
+        sh(smk, "snakemake", "--cores", "2", "all")
+        metrics = json.loads((smk / "results" / "metrics.json").read_text())
+        assert "heads_mean" not in metrics and "baseline" in metrics
+        assert "heads_mean" not in (smk / "report" / "report.html").read_text()
+    finally:
+        p.write_text(original)
+        sh(smk, "snakemake", "--cores", "2", "all")
 
 
 def test_dvc_repro_smoke_study(dvc):

@@ -68,6 +68,7 @@ rule aggregate:
         expand("results/eval/{run[0]}/seed{run[1]}/eval.json", run=RUNS),
         expand("results/eval/{run[0]}/seed{run[1]}/windows.json", run=RUNS),
         expand("results/runs/{run[0]}/seed{run[1]}/curve.json", run=RUNS),
+        f"{SIGNATURES}/study.json",
     output:
         metrics="results/metrics.json",
         windows="results/windows.json",
@@ -103,6 +104,7 @@ rule report:
     input:
         rules.aggregate.output.metrics,
         rules.aggregate.output.windows,
+        f"{SIGNATURES}/study.json",
         f"{SIGNATURES}/findings.json",
         # the peer's table joins the report once `snakemake crosscheck` has made it (it is its own, optional target)
         sorted(str(p) for p in Path("results/crosscheck").glob("*.json")),
