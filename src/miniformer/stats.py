@@ -61,12 +61,23 @@ class Samples:
 
     def __init__(self, raw: dict) -> None:
         self.raw = raw
+        self._arrays: dict[str, tuple[np.ndarray, np.ndarray | None] | None] = {}  # converted once, resampled often
 
     def size(self, source: str) -> int | None:
-        data = self._source(source)
-        if data is None:
-            return None
-        return len(data["sum"]) if isinstance(data, dict) else len(data)
+        arrays = self._array(source)
+        return None if arrays is None else len(arrays[0])
+
+    def _array(self, source: str) -> tuple[np.ndarray, np.ndarray | None] | None:
+        """(values or per-window sums, per-window counts or None) as arrays."""
+        if source not in self._arrays:
+            data = self._source(source)
+            if data is None:
+                self._arrays[source] = None
+            elif isinstance(data, dict):
+                self._arrays[source] = (np.asarray(data["sum"], dtype=float), np.asarray(data["count"], dtype=float))
+            else:
+                self._arrays[source] = (np.asarray(data, dtype=float), None)
+        return self._arrays[source]
 
     def _source(self, source: str):
         kind, _, key = source.partition(":")
@@ -81,16 +92,15 @@ class Samples:
 
     def mean(self, source: str, idx: np.ndarray | None = None) -> float | None:
         """The source's mean (token-weighted for windows with counts), over the resampled indices if given."""
-        data = self._source(source)
-        if data is None:
+        arrays = self._array(source)
+        if arrays is None:
             return None
-        if isinstance(data, dict):
-            sums, counts = np.asarray(data["sum"], dtype=float), np.asarray(data["count"], dtype=float)
-            if idx is not None:
-                sums, counts = sums[idx], counts[idx]
-            return float(sums.sum() / max(counts.sum(), 1.0))
-        values = np.asarray(data, dtype=float)
-        return float(values[idx].mean() if idx is not None else values.mean())
+        values, counts = arrays
+        if idx is not None:
+            values, counts = values[idx], None if counts is None else counts[idx]
+        if counts is not None:
+            return float(values.sum() / max(counts.sum(), 1.0))
+        return float(values.mean())
 
     def curve_steps(self) -> list[int]:
         return list(self.raw.get("curve", {}).get("steps", []))
