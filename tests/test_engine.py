@@ -240,13 +240,20 @@ def test_mlm_without_positions_is_blind_to_order(tmp_path, corpus):
     params["experiments"] = {
         "baseline": {"group": "baseline"},
         "nope": {"group": "objective", "model": {"pos": "none"}, "train": {"objective": "mlm"}},
+        "rope": {"group": "objective", "train": {"objective": "mlm"}},  # the positive control
     }
     (tmp_path / "params.yaml").write_text(yaml.safe_dump(params))
     prepared(tmp_path)
-    assert cli(tmp_path, "train", "nope", "--seed", "0") == 0
-    assert cli(tmp_path, "evaluate", "nope", "--seed", "0") == 0
-    ev = json.loads((tmp_path / "results" / "eval" / "nope" / "seed0" / "eval.json").read_text())
-    assert abs(ev["order_sensitivity"]["delta"]) < 1e-4  # permutation-equivariant: shuffling changes nothing
+    evals = {}
+    for exp in ("nope", "rope"):
+        assert cli(tmp_path, "train", exp, "--seed", "0") == 0
+        assert cli(tmp_path, "evaluate", exp, "--seed", "0") == 0
+        evals[exp] = json.loads((tmp_path / "results" / "eval" / exp / "seed0" / "eval.json").read_text())
+    assert abs(evals["nope"]["order_sensitivity"]["delta"]) < 1e-4  # permutation-equivariant: shuffling changes nothing
+    assert evals["nope"]["minimal_pairs"]["ties"] == evals["nope"]["minimal_pairs"]["pairs"] > 0  # ties on every pair
+    # the same probes do see order once the model has positions: neither measurement is blind by construction
+    assert abs(evals["rope"]["order_sensitivity"]["delta"]) > 1e-3
+    assert evals["rope"]["minimal_pairs"]["ties"] < evals["rope"]["minimal_pairs"]["pairs"]
 
 
 def test_user_error_for_unknown_run(study_dir, capsys):

@@ -297,9 +297,13 @@ class Evaluator:
         return [] if dropped or len(ids) > self.T or len(ids) < 4 else ids
 
     def _test_lines(self) -> list[str]:
+        """Held-out lines that fit the block; if too few do (a tiny model), longer lines cut to the block follow."""
         text = self.tok.decode(self.data.splits["test"].tolist())
         shortest = min(20, self.T // 2)
-        return [ln for ln in text.split("\n") if shortest <= len(ln) <= self.T and not ln.endswith(":")]
+        lines = [ln for ln in text.split("\n") if len(ln) >= shortest and not ln.endswith(":")]
+        whole = [ln for ln in lines if len(ln) <= self.T]
+        return whole if len(whole) >= self.run.eval.order_pairs else whole + [ln[: self.T] for ln in lines
+                                                                               if len(ln) > self.T]
 
     @torch.no_grad()
     def minimal_pairs(self) -> dict:
