@@ -313,3 +313,16 @@ def test_peer_comparison_outcomes():
     assert row(2.0, 1.8, None).outcome == "DISAGREE"
     assert row(None, 2.0, 2.0).outcome == "n/a"
     assert row(2.0, 2.2, 2.03).diff == pytest.approx(-0.2) and row(2.0, 2.2, 2.03).diff_our_init == pytest.approx(-0.03)
+
+
+def test_a_failure_is_called_architectural_only_if_every_learning_rate_fails():
+    m = {"baseline": base(), "block_no_residual": seeds(3.24), "block_no_residual/lr=0.0005": seeds(3.245),
+         "block_post_norm": seeds(3.24), "block_post_norm/lr=0.0005": seeds(2.1)}
+    sweeps = {"block_no_residual": [("block_no_residual", 0.002), ("block_no_residual/lr=0.0005", 0.0005)],
+              "block_post_norm": [("block_post_norm", 0.002), ("block_post_norm/lr=0.0005", 0.0005)]}
+    ev = Evidence(m, unigram=3.25, sweeps=sweeps)
+    hypotheses = dict.fromkeys(["baseline", "block_no_residual", "block_post_norm"], "")  # params' experiments
+    rows = {r["experiment"]: r["outcome"] for r in breakages(ev, hypotheses, {})}
+    assert rows["block_no_residual"].endswith("fails at every learning rate tried (0.002, 0.0005)")
+    assert rows["block_post_norm"].endswith("trains at lr 0.0005: its own learning rate, not the architecture, fails")
+    assert set(rows) == {"block_no_residual", "block_post_norm"}  # sweep points are read through their experiment

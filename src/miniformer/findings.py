@@ -198,6 +198,22 @@ class Evidence:
         finite = [r for r in runs if math.isfinite(self.m.mean(r, "val_loss"))]
         return min(finite, key=lambda r: self.m.mean(r, "val_loss")) if finite else None
 
+    def trains(self, run: str) -> bool:
+        """Neither diverged nor at the unigram loss (when the unigram loss is known)."""
+        v = self.m.mean(run, "val_loss")
+        stuck = v is not None and self.unigram is not None and v >= self.unigram - self.cfg.unigram_margin
+        return v is not None and not self.m.any_true(run, "diverged") and not stuck
+
+    def sweep_note(self, exp: str) -> str:
+        """For a run that failed: whether it fails at every learning rate of its sweep, or only at its own."""
+        sweep = self.sweeps.get(exp, [])
+        if len(sweep) < 2 or self.trains(exp):
+            return ""
+        training = [f"{lr:g}" for name, lr in sweep if self.trains(name)]
+        if training:
+            return f"; trains at lr {', '.join(training)}: its own learning rate, not the architecture, fails"
+        return f"; fails at every learning rate tried ({', '.join(f'{lr:g}' for _, lr in sweep)})"
+
     def stability_map(self) -> dict[tuple[str, bool], dict[float, dict]]:
         """(norm, warm-up) -> learning rate -> {val_loss, diverged, stuck (within unigram_margin of the unigram)}."""
         out: dict[tuple[str, bool], dict[float, dict]] = {}
@@ -297,10 +313,12 @@ def claims(ev: Evidence) -> list[Finding]:
     compare("RMSNorm ≈ LayerNorm", "Zhang & Sennrich 2019", "block_rmsnorm", "baseline",
             lambda e: equivalent(e, margin), "RMSNorm − LayerNorm")
 
-    d_loss = ev.effect("block_no_residual", "baseline")
+    best_nores = ev.best_lr_run("block_no_residual") or "block_no_residual"
+    d_loss = ev.effect(best_nores, "baseline")  # "much worse" must hold at the best learning rate tried
     d_u = ev.scalar_effect("block_no_residual", "baseline", "hidden_uniformity")
     out.append(Finding("No residual → token representations collapse toward uniform", "Dong 2021",
-                       f"mean cosine without − with residual = {ev.text(d_u)}; val loss {ev.text(d_loss)}",
+                       f"mean cosine without − with residual = {ev.text(d_u)}; val loss at its best learning rate "
+                       f"({best_nores}) − baseline = {ev.text(d_loss)}",
                        all_of([greater(d_loss), greater(d_u)]), {"uniformity": d_u, "val loss": d_loss}))
 
     ent = ev.scalar_effect("attn_single_head", "attn_no_scale", "attention_entropy")
@@ -427,6 +445,7 @@ def breakages(ev: Evidence, hypotheses: dict[str, str], groups: dict[str, str]) 
         else:
             outcome = {"reproduced": "worse than the baseline", "not reproduced": "better than the baseline",
                        "within noise": "within noise of the baseline", "not run": "no interval"}[greater(e)]
+        outcome += ev.sweep_note(exp)
         rows.append({"experiment": exp, "hypothesis": hypotheses.get(exp, ""), "val_loss": v,
                      "delta": None if e is None else e.value, "interval": None if e is None else e.half_width,
                      "diverged": m.any_true(exp, "diverged"), "outcome": outcome,
