@@ -151,8 +151,12 @@ def test_a_removed_experiment_leaves_metrics_and_report_under_both_tools(smk):
 def test_dvc_repro_smoke_study(dvc):
     assert dvc_changed_stages(dvc) == set()
     assert (dvc / "report" / "report.html").exists()
-    shown = sh(dvc, "dvc", "metrics", "show", "--json").stdout
-    assert "baseline" in shown
+    shown = json.loads(sh(dvc, "dvc", "metrics", "show", "--json").stdout)
+    files = next(iter(shown.values()))["data"]
+    headline = files["results/headline.json"]["data"]
+    assert headline["runs"] == sum(len(r) for r in json.loads((dvc / "results" / "metrics.json").read_text()).values())
+    assert sum(files["results/verdicts.json"]["data"][v] for v in ("reproduced", "not reproduced", "within noise",
+                                                                      "not run")) >= 18  # one verdict per claim
 
 
 def test_both_tools_produce_the_same_outputs_and_metrics(smk, dvc):
@@ -181,7 +185,7 @@ def test_dvc_change_one_experiment_and_diff_metrics(dvc):
     sh(dvc, "git", "add", "-A")
     sh(dvc, "git", "-c", "user.name=t", "-c", "user.email=t@t", "commit", "-qm", "smoke results")
     set_lr(dvc, "pos_t5", 0.005)
-    assert dvc_changed_stages(dvc) == {"run@pos_t5"}
+    assert dvc_changed_stages(dvc) == {"run@pos_t5", "aggregate", "report"}
     out = sh(dvc, "dvc", "repro", "-q").stdout
     assert "run@pos_learned" not in out
     diff = json.loads(sh(dvc, "dvc", "metrics", "diff", "--json", "--targets", "results/metrics.json").stdout)

@@ -64,6 +64,20 @@ def run_samples(results: Path, exp: str, seed: int) -> dict:
     return out
 
 
+def headline(nested: dict) -> dict:
+    """The few numbers `dvc metrics show` prints (every run's detail stays in metrics.json, which `dvc metrics diff
+    --targets results/metrics.json` compares key by key)."""
+    base = [r["val_loss"] for r in nested.get("baseline", {}).values() if r.get("val_loss") is not None]
+    mean = sum(base) / len(base) if base else None
+    sd = (sum((v - mean) ** 2 for v in base) / (len(base) - 1)) ** 0.5 if len(base) > 1 else None
+    return {
+        "runs": sum(len(runs) for runs in nested.values()),
+        "diverged_runs": sum(bool(r.get("diverged")) for runs in nested.values() for r in runs.values()),
+        "baseline_val_loss": mean,
+        "baseline_val_loss_sd": sd,
+    }
+
+
 def aggregate(study: Study, results: Path) -> dict:
     nested: dict[str, dict] = {}
     samples: dict[str, dict] = {}
@@ -80,6 +94,7 @@ def aggregate(study: Study, results: Path) -> dict:
         if perf_path.exists():
             perf[f"{exp}/seed{seed}"] = json.loads(perf_path.read_text())
     write_json(results / "metrics.json", nested)
+    write_json(results / "headline.json", headline(nested))
     write_json(results / "windows.json", samples)
     write_json(results / "perf.json", perf)
     (results / "tables").mkdir(parents=True, exist_ok=True)

@@ -20,13 +20,14 @@ from miniformer.findings import (
     HEAD_RUNS,
     POSITION_RUNS,
     STABILITY_ROWS,
+    VERDICTS,
     Evidence,
     breakages,
     check_experiments,
     claims,
     peer_comparisons,
 )
-from miniformer.io import atomic_write_text
+from miniformer.io import atomic_write_text, write_json
 from miniformer.params import Study
 
 
@@ -279,4 +280,6 @@ def build_report(study: Study, results: Path, out: Path, data_dir: Path = Path("
         },
     )
     atomic_write_text(out, html)
+    verdicts = {v: sum(c.verdict == v for c in found) for v in VERDICTS}
+    write_json(results / "verdicts.json", {**verdicts, "still changing": sum(c.still_changing for c in found)})
     return out

@@ -71,6 +71,7 @@ rule aggregate:
         f"{SIGNATURES}/study.json",
     output:
         metrics="results/metrics.json",
+        headline="results/headline.json",
         windows="results/windows.json",
         table=report("results/tables/runs.csv", category="Tables"),
     log:
@@ -110,6 +111,7 @@ rule report:
         sorted(str(p) for p in Path("results/crosscheck").glob("*.json")),
     output:
         report("report/report.html", category="Report"),
+        "results/verdicts.json",
     log:
         "results/logs/report.log",
     shell:
