@@ -4,7 +4,7 @@ PY := $(VENV)/bin/python
 export PATH := $(abspath $(VENV))/bin:$(PATH)
 CORES ?= 2
 
-.PHONY: venv study smoke crosscheck test test-fast lint bench clean
+.PHONY: venv study smoke crosscheck report test test-fast lint bench clean
 
 $(VENV)/.installed: pyproject.toml
 	python3 -m venv $(VENV)
@@ -25,6 +25,11 @@ study: venv
 crosscheck: venv
 	snakemake --cores $(CORES) crosscheck
 	snakemake --cores $(CORES) all
+
+# the report again from results already here (after `dvc pull` of someone's study): aggregates and renders, no training
+report: venv
+	$(PY) -m miniformer aggregate
+	$(PY) -m miniformer report
 
 smoke: venv
 	snakemake --cores $(CORES) all --config profile=smoke

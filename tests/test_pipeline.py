@@ -193,6 +193,31 @@ def test_dvc_change_one_experiment_and_diff_metrics(dvc):
     assert changed == {"pos_t5"}, changed
 
 
+def test_a_pushed_study_is_read_on_a_fresh_clone_without_training(dvc, tmp_path):
+    """dvc push to the default (local-folder) remote; a fresh clone pulls, finds nothing stale, renders the report."""
+    remote = tmp_path / "remote"
+    sh(dvc, "dvc", "remote", "modify", "local", "url", str(remote))
+    sh(dvc, "git", "add", "-A")
+    sh(dvc, "git", "-c", "user.name=t", "-c", "user.email=t@t", "commit", "-qm", "study with its remote")
+    sh(dvc, "dvc", "push", "-q")
+    clone = tmp_path / "clone"
+    sh(tmp_path, "git", "clone", "-q", str(dvc), str(clone))
+    sh(clone, "dvc", "pull", "-q")
+    # every trained and evaluated run arrives; only files kept out of the cache (timings, the HTML) are missing
+    assert dvc_changed_stages(clone) <= {"aggregate", "report"}
+    assert (clone / "results" / "runs" / "baseline" / "seed0" / "ckpt.pt").exists()
+    for stage in ("aggregate", "report"):  # what `make report` runs: aggregate + render, no training
+        sh(clone, sys.executable, "-m", "miniformer", stage)
+    assert "Claims" in (clone / "report" / "report.html").read_text()
+    assert dvc_changed_stages(clone) == set()  # the same outputs, so DVC finds nothing to redo
+
+
+def test_dvc_exp_run_with_a_param_override(dvc):
+    out = sh(dvc, "dvc", "exp", "run", "-q", "-S", "experiments.pos_none.train.lr=0.003")
+    shown = sh(dvc, "dvc", "exp", "show", "--json").stdout
+    assert "0.003" in shown, out.stdout[-500:]
+
+
 def test_report_renders_offline_in_a_headless_browser(smk, tmp_path):
     import base64
     import io
