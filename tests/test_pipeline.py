@@ -69,14 +69,14 @@ def dvc_changed_stages(study: Path) -> set[str]:
 @pytest.fixture(scope="module")
 def smk(tmp_path_factory) -> Path:
     study = project_copy(tmp_path_factory.mktemp("snakemake"))
-    sh(study, "snakemake", "--cores", "2", "all")
+    sh(study, "snakemake", "--cores", "2", "all", timeout=1500)  # ≈ 3 min alone; a shared CI box is slower
     return study
 
 
 @pytest.fixture(scope="module")
 def dvc(tmp_path_factory) -> Path:
     study = project_copy(tmp_path_factory.mktemp("dvc"))
-    sh(study, "dvc", "repro", "-q", timeout=900)
+    sh(study, "dvc", "repro", "-q", timeout=2400)
     return study
 
 
