@@ -188,6 +188,12 @@ CLAIM_CASES = [
      "within noise"),
     ("Without positions a causal LM still tells order (the mask leaks it); an MLM cannot",
      {"pos_none": seeds(2.0, order_preference=0.8)}, "not run"),
+    ("Without positions a causal LM still tells order (the mask leaks it); an MLM cannot",  # exact ties: structural
+     {"pos_none": seeds(2.0, order_preference=0.8), "obj_mlm_nope": seeds(3.0, order_preference=0.5, order_ties=1.0)},
+     "reproduced"),
+    ("Without positions a causal LM still tells order (the mask leaks it); an MLM cannot",
+     {"pos_none": seeds(2.0, order_preference=0.8), "obj_mlm_nope": seeds(3.0, order_preference=0.8, order_ties=0.9)},
+     "not reproduced"),
     ("With warm-up, pre-norm is not always better at the end", {"block_post_norm": seeds(2.01)}, "reproduced"),
     ("With warm-up, pre-norm is not always better at the end", {"block_post_norm": seeds(2.5)}, "not reproduced"),
     ("With warm-up, pre-norm is not always better at the end", {}, "not run"),

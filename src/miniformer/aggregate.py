@@ -33,6 +33,8 @@ def run_scalars(train: dict, ev: dict) -> dict:
         "attention_entropy": _mean(ev.get("attention_entropy") or []),
         "order_delta": ev.get("order_sensitivity", {}).get("delta"),
         "order_preference": ev.get("minimal_pairs", {}).get("true_order_preferred"),
+        "order_ties": (ev["minimal_pairs"]["ties"] / ev["minimal_pairs"]["pairs"]
+                       if ev.get("minimal_pairs", {}).get("pairs") else None),
         "hidden_uniformity": ev.get("hidden_uniformity"),
         "recovery_accuracy": ev.get("probe", {}).get("recovery_accuracy"),
         "probe_candidate_recall": ev.get("probe", {}).get("candidate_recall"),
