@@ -213,13 +213,8 @@ def test_a_pushed_study_is_read_on_a_fresh_clone_without_training(dvc, tmp_path)
     for stage in ("aggregate", "report"):  # what `make report` runs: aggregate + render, no training
         sh(clone, sys.executable, "-m", "miniformer", stage)
     assert "Claims" in (clone / "report" / "report.html").read_text()
-    assert dvc_changed_stages(clone) == set()  # the same outputs, so DVC finds nothing to redo
-
-
-def test_dvc_exp_run_with_a_param_override(dvc):
-    out = sh(dvc, "dvc", "exp", "run", "-q", "-S", "experiments.pos_none.train.lr=0.003")
-    shown = sh(dvc, "dvc", "exp", "show", "--json").stdout
-    assert "0.003" in shown, out.stdout[-500:]
+    # nothing that trains or evaluates is stale; the HTML (kept out of the cache) is re-rendered, not restored
+    assert dvc_changed_stages(clone) <= {"report"}
 
 
 def test_report_renders_offline_in_a_headless_browser(smk, tmp_path):
