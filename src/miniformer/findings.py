@@ -51,6 +51,7 @@ class Finding:
     verdict: str
     estimates: dict[str, Estimate | None] = field(default_factory=dict)
     still_changing: bool = False  # a val-loss effect that moved by more than its interval over the last curve points
+    curve: tuple[str, str] | None = None  # the (a, b) runs whose val-loss effect the report follows over training
 
 
 class Metrics:
@@ -96,6 +97,7 @@ class Evidence:
         self.unigram = unigram
         # experiment -> [(run name, learning rate)] for the experiment and its sweep points
         self.sweeps = sweeps or {}
+        self._curves: dict[tuple[str, str], list] = {}
 
     # --- estimates ---------------------------------------------------------------------------------------------------
 
@@ -105,6 +107,11 @@ class Evidence:
     def _has_samples(self, exps: list[str], source: str) -> bool:
         return all(self.runs(e) and all(r.size(source) for r in self.runs(e)) for e in exps)
 
+    def paired(self, q, sources: list[str], runs_a: list[Samples], runs_b: list[Samples] = ()) -> Estimate | None:
+        """The interval of quantity q (a − b over resampled sources), its seed part from the baseline's seeds."""
+        sd, df = seed_spread([q(r, {}) for r in self.runs("baseline")])
+        return self.interval.effect(q, sources, runs_a, runs_b, sd, df)
+
     def effect(self, a: str, b: str | None, source: str = "val", key: str = "val_loss") -> Estimate | None:
         """mean(a) − mean(b) of one measured quantity (or mean(a) alone), with the paired-bootstrap + seed interval
         when the runs' samples are there, else the seed part alone (from metrics.json)."""
@@ -112,9 +119,7 @@ class Evidence:
         if not all(self.m.has(e) for e in exps):
             return None
         if self._has_samples(exps, source):
-            q = source_quantity(source)
-            sd, df = seed_spread([q(r, {}) for r in self.runs("baseline")])
-            return self.interval.effect(q, [source], self.runs(a), self.runs(b) if b else (), sd, df)
+            return self.paired(source_quantity(source), [source], self.runs(a), self.runs(b) if b else ())
         return self.scalar_effect(a, b, key)
 
     def growth(self, a: str, b: str | None, top: int) -> Estimate | None:
@@ -124,9 +129,7 @@ class Evidence:
         if not all(self.m.has(e) for e in exps):
             return None
         if self._has_samples(exps, hi) and self._has_samples(exps, lo):
-            q = difference_quantity(hi, lo)
-            sd, df = seed_spread([q(r, {}) for r in self.runs("baseline")])
-            return self.interval.effect(q, [hi, lo], self.runs(a), self.runs(b) if b else (), sd, df)
+            return self.paired(difference_quantity(hi, lo), [hi, lo], self.runs(a), self.runs(b) if b else ())
         ga, gb = self._scalar_growth(a, top), self._scalar_growth(b, top) if b else 0.0
         if ga is None or gb is None:
             return None
@@ -144,9 +147,7 @@ class Evidence:
         if not self.m.has(exp):
             return None
         if self._has_samples([exp], "pairs"):
-            q = lambda s, idx: _sub(s.mean("pairs", idx.get("pairs")), 0.5)  # noqa: E731
-            sd, df = seed_spread([q(r, {}) for r in self.runs("baseline")])
-            return self.interval.effect(q, ["pairs"], self.runs(exp), (), sd, df)
+            return self.paired(lambda s, idx: _sub(s.mean("pairs", idx.get("pairs")), 0.5), ["pairs"], self.runs(exp))
         v = self.m.mean(exp, "order_preference")
         if v is None:
             return None
@@ -171,7 +172,13 @@ class Evidence:
         return self.interval.combine(ca - cb, math.sqrt(max(ca, 1.0) + max(cb, 1.0)), 0.0, 0)
 
     def curve(self, a: str, b: str) -> list[tuple[int, Estimate | None]]:
-        """The val-loss effect a − b at every point of the training curve (same windows for both)."""
+        """The val-loss effect a − b at every point of the training curve (same windows for both); bootstrapped once
+        per pair (the claims table and the figure both read it)."""
+        if (a, b) not in self._curves:
+            self._curves[a, b] = self._curve(a, b)
+        return self._curves[a, b]
+
+    def _curve(self, a: str, b: str) -> list[tuple[int, Estimate | None]]:
         runs = self.runs(a)
         if not runs or not self.runs(b):
             return []
@@ -180,9 +187,7 @@ class Evidence:
             source = f"curve:{k}"
             if not self._has_samples([a, b], source):
                 break
-            q = source_quantity(source)
-            sd, df = seed_spread([q(r, {}) for r in self.runs("baseline")])
-            out.append((step, self.interval.effect(q, [source], self.runs(a), self.runs(b), sd, df)))
+            out.append((step, self.paired(source_quantity(source), [source], self.runs(a), self.runs(b))))
         return out
 
     def changing(self, a: str, b: str) -> bool:
@@ -248,7 +253,7 @@ def claims(ev: Evidence) -> list[Finding]:
         e = ev.effect(a, b)
         verdict = rule(e)
         out.append(Finding(claim, source, f"{label} val loss = {ev.text(e)}", verdict, {label: e},
-                           curve and ev.changing(a, b)))
+                           curve and ev.changing(a, b), (a, b) if curve else None))
 
     # heads: a U has both ends worse than the best interior head count
     interior = [h for h in HEAD_RUNS if h not in (1, 32) and m.has(HEAD_RUNS[h])]
@@ -275,7 +280,8 @@ def claims(ev: Evidence) -> list[Finding]:
     e = ev.effect("pos_sinusoidal", "pos_alibi")
     out.append(Finding("At short training length ALiBi does not win in distribution", "Press 2022 App. T5",
                        f"sinusoidal − ALiBi val loss = {ev.text(e)} (holds if ≤ {margin})", at_most(e, margin),
-                       {"sinusoidal − alibi": e}, ev.changing("pos_sinusoidal", "pos_alibi")))
+                       {"sinusoidal − alibi": e}, ev.changing("pos_sinusoidal", "pos_alibi"),
+                       ("pos_sinusoidal", "pos_alibi")))
 
     # every evaluated length past block_size (the multiples come from params: keys loss_at_<m>x with m > 1)
     past = [v for r in m.nested.get("pos_learned", {}).values() for k, v in r.items()
@@ -289,7 +295,7 @@ def claims(ev: Evidence) -> list[Finding]:
     e = ev.effect("pos_none", "baseline")
     out.append(Finding("Causal LM without positions is close to with", "Haviv 2022 T1",
                        f"NoPE − RoPE val loss = {ev.text(e)} (close: ≤ {margin})", at_most(e, margin),
-                       {"none − rope": e}, ev.changing("pos_none", "baseline")))
+                       {"none − rope": e}, ev.changing("pos_none", "baseline"), ("pos_none", "baseline")))
 
     compare("Masked LM without positions fails", "Haviv 2022 T4", "obj_mlm_nope", "obj_mlm", greater,
             "MLM NoPE − MLM RoPE")
@@ -315,7 +321,8 @@ def claims(ev: Evidence) -> list[Finding]:
     out.append(Finding("With warm-up, pre-norm is not always better at the end", "Nguyen & Salazar 2019",
                        f"post − pre val loss, each at its best learning rate ({best_post}, {best_pre}) = "
                        f"{ev.text(e)} (holds if ≤ {margin})", at_most(e, margin), {"post − pre": e},
-                       bool(best_post and best_pre) and ev.changing(best_post, best_pre)))
+                       bool(best_post and best_pre) and ev.changing(best_post, best_pre),
+                       (best_post, best_pre) if best_post and best_pre else None))
 
     compare("RMSNorm ≈ LayerNorm", "Zhang & Sennrich 2019", "block_rmsnorm", "baseline",
             lambda e: equivalent(e, margin), "RMSNorm − LayerNorm")
@@ -359,9 +366,7 @@ def restored_effect(ev: Evidence) -> Estimate | None:
     if a and b and all(r.size("val_with_causal_mask") for r in a) and all(r.size("val") for r in b):
         # the same windows: pair window i of one source with window i of the other
         renamed = [Samples({"val": r.raw["val_with_causal_mask"]}) for r in a]
-        q = source_quantity("val")
-        sd, df = seed_spread([q(r, {}) for r in ev.runs("baseline")])
-        return ev.interval.effect(q, ["val"], renamed, b, sd, df)
+        return ev.paired(source_quantity("val"), ["val"], renamed, b)
     va, vb = ev.m.mean("attn_no_mask", "val_loss_with_causal_mask"), ev.m.mean("attn_single_head", "val_loss")
     if va is None or vb is None:
         return None

@@ -86,22 +86,6 @@ def unigram_loss(data_dir: Path) -> float | None:
     return float(-logp[val].mean())
 
 
-def curve_pairs(found: list, ev: Evidence) -> list[tuple[str, str] | None]:
-    """For each claim that compares two val losses, the (a, b) runs whose effect the report follows over training."""
-    pairs = {
-        "Learned ≈ sinusoidal positions in distribution": ("pos_learned", "pos_sinusoidal"),
-        "At short training length ALiBi does not win in distribution": ("pos_sinusoidal", "pos_alibi"),
-        "Causal LM without positions is close to with": ("pos_none", "baseline"),
-        "Masked LM without positions fails": ("obj_mlm_nope", "obj_mlm"),
-        "RMSNorm ≈ LayerNorm": ("block_rmsnorm", "baseline"),
-        "Swapping Q/K roles is a relabelling (no change)": ("attn_qkv_swap", "attn_single_head"),
-    }
-    best_post, best_pre = ev.best_lr_run("block_post_norm"), ev.best_lr_run("baseline")
-    if best_post and best_pre:
-        pairs["With warm-up, pre-norm is not always better at the end"] = (best_post, best_pre)
-    return [pairs.get(c.claim) for c in found]
-
-
 def build_report(study: Study, results: Path, out: Path, data_dir: Path = Path("data/prepared")) -> Path:
     check_experiments(study.experiments)
     nested = read_json(results / "metrics.json")
@@ -230,7 +214,7 @@ def build_report(study: Study, results: Path, out: Path, data_dir: Path = Path("
     stability = ev.stability_map()
     if stability:
         figs["stability"] = figures.to_base64_png(figures.stability_map(stability, unigram))
-    over_training = {c.claim: ev.curve(*pair) for c, pair in zip(found, curve_pairs(found, ev)) if pair}
+    over_training = {c.claim: ev.curve(*c.curve) for c in found if c.curve}
     over_training = {k: v for k, v in over_training.items() if len(v) >= 2}
     if over_training:
         figs["effects_over_training"] = figures.to_base64_png(figures.effects_over_training(over_training))
