@@ -24,7 +24,7 @@ from torch import Tensor
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from bench_step import alternate_timed, print_ab, swapped_ab  # noqa: E402
 
-from miniformer.attention import SelfAttention  # noqa: E402
+from miniformer.network.attention import SelfAttention  # noqa: E402
 
 GRID = [(4, 32), (1, 128), (2, 128), (4, 128), (8, 128), (16, 128), (4, 256)]  # (heads, T) at B 32, width 128
 

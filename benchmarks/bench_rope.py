@@ -21,7 +21,7 @@ from torch import Tensor
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from bench_step import alternate_timed, print_ab, swapped_ab  # noqa: E402
 
-from miniformer.positions import Rotary, complex_pairs  # noqa: E402
+from miniformer.network.positions import Rotary, complex_pairs  # noqa: E402
 
 B, T, H, D = 32, 128, 4, 32
 C = H * D

@@ -23,9 +23,9 @@ import torch
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from reference_gpt import RefGPT  # noqa: E402
 
-from miniformer.flops import flops_per_token  # noqa: E402
-from miniformer.model import MiniFormer  # noqa: E402
-from miniformer.objectives import make_batch, window_length  # noqa: E402
+from miniformer.network.flops import flops_per_token  # noqa: E402
+from miniformer.network.model import MiniFormer  # noqa: E402
+from miniformer.network.objectives import make_batch, window_length  # noqa: E402
 from miniformer.params import RunConfig, Study  # noqa: E402
 from miniformer.train import build_model, make_optimizer  # noqa: E402
 
@@ -241,7 +241,8 @@ def main() -> None:
           f"Noise floor, the reference against a second instance of itself: {listed(floors)}. "
           f"Against the same architecture (reference, RoPE): **{statistics.median(rope_ratios):.3f}×** "
           f"({listed(rope_ratios)}). Same-process GEMM ({'bf16 4096³' if DEVICE.type == 'cuda' else 'fp32 1024³'}, "
-          f"median of the trials): {gemm / 1e9:.0f} GFLOP/s. FLOPs counted by `miniformer.flops` (same shapes).\n")
+          f"median of the trials): {gemm / 1e9:.0f} GFLOP/s. FLOPs counted by "
+          f"`miniformer.network.flops` (same shapes).\n")
 
     if args.variants:
         # Each variant alternates with the baseline model: the ratio is robust to the box's drift, the times are not.

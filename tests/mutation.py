@@ -4,8 +4,9 @@ Each mutant flips one thing in one module — a comparison (< ↔ >=, == ↔ !=,
 numeric constant (n → n + 1, x → 2x) — writes it, runs the given tests, and restores the file. A mutant the tests still
 pass ("survived") is either a gap in the tests or a change that does not matter (an equivalent mutant); read the list.
 
-    python tests/mutation.py src/miniformer/findings.py -- tests/test_findings.py
-    python tests/mutation.py src/miniformer/objectives.py --sample 40 -- tests/test_core.py tests/test_fidelity.py
+    python tests/mutation.py src/miniformer/study/findings.py -- tests/test_findings.py
+    python tests/mutation.py src/miniformer/network/objectives.py --sample 40 -- \
+        tests/test_core.py tests/test_fidelity.py
 
 Run it on a copy of the repository you are not using: it edits the module in place while it runs.
 """

@@ -181,7 +181,7 @@ def test_code_hash_covers_what_dvc_declares():
     from miniformer.codehash import EVALUATION_CODE, TRAINING_CODE
 
     stage = yaml.safe_load((ROOT / "dvc.yaml").read_text())["stages"]["run"]["do"]
-    declared = {Path(d).name for d in stage["deps"] if d.startswith("src/")}
+    declared = {d.removeprefix("src/miniformer/") for d in stage["deps"] if d.startswith("src/")}
     assert declared == set(TRAINING_CODE) | set(EVALUATION_CODE)
 
 

@@ -7,7 +7,7 @@ import math
 import pytest
 import torch
 
-from miniformer.attention import (
+from miniformer.network.attention import (
     KVCache,
     SelfAttention,
     apply_causal_mask,
@@ -21,9 +21,9 @@ from miniformer.attention import (
     split_heads,
     split_heads_qkv,
 )
-from miniformer.flops import count_params, flops_per_token
-from miniformer.model import MiniFormer, ModelConfig
-from miniformer.objectives import (
+from miniformer.network.flops import count_params, flops_per_token
+from miniformer.network.model import MiniFormer, ModelConfig
+from miniformer.network.objectives import (
     IGNORE,
     Specials,
     corrupt_spans,
@@ -35,7 +35,7 @@ from miniformer.objectives import (
     span_batch,
     window_length,
 )
-from miniformer.positions import Rotary, alibi_slopes, apply_rotary, sinusoidal_table
+from miniformer.network.positions import Rotary, alibi_slopes, apply_rotary, sinusoidal_table
 
 POSITIONS = ["learned", "sinusoidal", "rope", "alibi", "t5", "none"]
 

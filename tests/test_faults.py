@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 import torch
 
-from miniformer.io import atomic_write_text
+from miniformer.files import atomic_write_text
 from tests.test_pipeline import BIN, project_copy, sh
 
 
@@ -23,7 +23,7 @@ def test_interrupted_write_leaves_the_old_file_and_no_temp(tmp_path):
     class Boom(Exception):
         pass
 
-    from miniformer import io as mio
+    from miniformer import files as mio
 
     def exploding(f):
         f.write(b"half a fi")

@@ -13,8 +13,8 @@ import pytest
 import torch
 import yaml
 
-from miniformer.model import MiniFormer, ModelConfig
-from miniformer.objectives import (
+from miniformer.network.model import MiniFormer, ModelConfig
+from miniformer.network.objectives import (
     IGNORE,
     Specials,
     corrupt_spans,
@@ -287,9 +287,9 @@ def test_crosscheck_agrees_with_the_peer_on_a_small_config(tmp_path):
     """Ours and x-transformers, same tokens, batches, schedule and evaluation: pre-norm RoPE and post-norm agree."""
     from miniformer.crosscheck import crosscheck, read_crosscheck
     from miniformer.evaluate import evaluate
-    from miniformer.findings import Metrics, peer_comparisons
     from miniformer.params import Study
     from miniformer.prepare import prepare
+    from miniformer.study.findings import Metrics, peer_comparisons
     from miniformer.train import train
     from tests.conftest import make_text, tiny_params
 
@@ -332,12 +332,12 @@ def test_crosscheck_agrees_with_the_peer_on_a_small_config(tmp_path):
 
 
 def test_generate_command_reads_a_prefix_models_prompt_bidirectionally(objective_runs, monkeypatch):
-    from miniformer import inspect
+    from miniformer import explore
 
     study, tmp = objective_runs
     seen = {}
     for exp, expected in [("obj_prefix", True), ("baseline", False)]:
-        run = inspect.load(str(tmp / "runs" / exp), tmp / "runs", data_dir=tmp / "data")
+        run = explore.load(str(tmp / "runs" / exp), tmp / "runs", data_dir=tmp / "data")
         original = run.model.generate
 
         def spy(idx, *a, prefix_len=None, _original=original, **k):
@@ -345,9 +345,9 @@ def test_generate_command_reads_a_prefix_models_prompt_bidirectionally(objective
             return _original(idx, *a, prefix_len=prefix_len, **k)
 
         monkeypatch.setattr(run.model, "generate", spy)
-        text = inspect.generate(run, "the king", 5, 0.8, 20, 0)
+        text = explore.generate(run, "the king", 5, 0.8, 20, 0)
         assert text.startswith("the king") and len(text) == len("the king") + 5
         assert (seen["prefix_len"] == seen["prompt_len"] == len("the king")) if expected else seen["prefix_len"] is None
-    span = inspect.load(str(tmp / "runs" / "obj_span"), tmp / "runs", data_dir=tmp / "data")
+    span = explore.load(str(tmp / "runs" / "obj_span"), tmp / "runs", data_dir=tmp / "data")
     with pytest.raises(Exception, match="does not generate left to right"):
-        inspect.generate(span, "a", 3, 1, 5, 0)
+        explore.generate(span, "a", 3, 1, 5, 0)

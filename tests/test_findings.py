@@ -9,7 +9,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from miniformer.findings import Evidence, breakages, check_experiments, claims, required_experiments
+from miniformer.study.findings import Evidence, breakages, check_experiments, claims, required_experiments
 
 
 def seeds(val: float, **extra) -> dict:
@@ -308,7 +308,7 @@ def test_extrapolation_order_needs_rope_between_sinusoidal_and_alibi():
 
 
 def test_peer_comparison_outcomes():
-    from miniformer.findings import PeerComparison
+    from miniformer.study.findings import PeerComparison
 
     def row(ours, peer, peer_our_init):
         return PeerComparison("x", ours, peer, peer_our_init, 0.07, {}, {})

@@ -6,8 +6,8 @@ from __future__ import annotations
 import torch
 
 from miniformer.evaluate import ORDER_TIE, Evaluator, swapped_lines
-from miniformer.model import MiniFormer, ModelConfig
-from miniformer.objectives import Specials
+from miniformer.network.model import MiniFormer, ModelConfig
+from miniformer.network.objectives import Specials
 
 LINES = ["To be, or not to be, that is the question:", "我打你然后你打我", "Now is the winter of our discontent",
          "aaaa", "ab"]
@@ -63,7 +63,7 @@ def test_figures_draw_cjk_labels_without_missing_glyphs():
 
     import numpy as np
 
-    from miniformer import figures
+    from miniformer.study import figures
 
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")

@@ -7,7 +7,7 @@ import math
 import numpy as np
 import pytest
 
-from miniformer.stats import (
+from miniformer.study.stats import (
     Estimate,
     Interval,
     Samples,

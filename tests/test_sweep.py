@@ -78,7 +78,7 @@ def test_run_experiment_trains_and_evaluates_every_point(tmp_path, corpus, monke
     assert main(["prepare", "--params", str(tmp_path / "params.yaml"), "--out", str(tmp_path / "data")]) == 0
     # the tiny params lack the report's claim experiments: the stage refuses, naming them
     assert main(["run-experiment", "baseline", *common]) != 0
-    from miniformer import findings
+    from miniformer.study import findings
 
     monkeypatch.setattr(findings, "required_experiments", lambda: set())
     assert main(["run-experiment", "baseline", *common]) == 0

@@ -81,7 +81,7 @@ def cmd_run_experiment(args) -> None:
     experiment (≈ 2 s each; the smoke study under DVC went from 200 s to 133 s). A re-run for an evaluation change
     does not retrain: the finished checkpoint of the same config and code is resumed at its last step.
     """
-    from miniformer.findings import check_experiments
+    from miniformer.study.findings import check_experiments
 
     study = _study(args)
     check_experiments(study.experiments)  # DVC's first stage per experiment: fail before training, not at the report
@@ -94,13 +94,13 @@ def cmd_run_experiment(args) -> None:
 
 
 def cmd_aggregate(args) -> None:
-    from miniformer.aggregate import aggregate
+    from miniformer.study.aggregate import aggregate
 
     aggregate(_study(args), Path(args.results))
 
 
 def cmd_report(args) -> None:
-    from miniformer.report import build_report
+    from miniformer.study.report import build_report
 
     path = build_report(_study(args), Path(args.results), Path(args.out), Path(args.data))
     print(f"report written to {path}")
@@ -116,43 +116,43 @@ def cmd_crosscheck(args) -> None:
 
 
 def cmd_runs(args) -> None:
-    from miniformer.inspect import list_runs
+    from miniformer.explore import list_runs
 
     for line in list_runs(Path(args.results)):
         print(line)
 
 
 def cmd_generate(args) -> None:
-    from miniformer import inspect
+    from miniformer import explore
 
-    run = inspect.load(args.run, Path(args.results), args.seed, Path(args.data))
-    print(inspect.generate(run, args.prompt, args.tokens, args.temperature, args.top_k, args.sample_seed))
+    run = explore.load(args.run, Path(args.results), args.seed, Path(args.data))
+    print(explore.generate(run, args.prompt, args.tokens, args.temperature, args.top_k, args.sample_seed))
 
 
 def cmd_score(args) -> None:
-    from miniformer import inspect
+    from miniformer import explore
 
-    run = inspect.load(args.run, Path(args.results), args.seed, Path(args.data))
+    run = explore.load(args.run, Path(args.results), args.seed, Path(args.data))
     if args.file:
         lines = Path(args.file).read_text(encoding="utf-8").splitlines()
-        inspect.score_file(run, lines, Path(args.out) if args.out else None)
+        explore.score_file(run, lines, Path(args.out) if args.out else None)
         return
     if not args.sentence:
         raise UserError("give a sentence to score, or --file with one sentence per line")
     if args.versus is not None:
-        print(inspect.compare(run, args.sentence, args.versus))
+        print(explore.compare(run, args.sentence, args.versus))
         return
-    r = inspect.score(run, args.sentence)
+    r = explore.score(run, args.sentence)
     print(f"{r['method']}: mean loss {r['mean_loss']:.4f} nats/token, perplexity {r['perplexity']:.3f}")
     for t in r["tokens"]:
         print(f"  {t['token']!r:8} {t['loss']:.3f}")
 
 
 def cmd_attention(args) -> None:
-    from miniformer import inspect
+    from miniformer import explore
 
-    run = inspect.load(args.run, Path(args.results), args.seed, Path(args.data))
-    out = inspect.attention_figure(run, args.text, args.layer, args.head, args.all, Path(args.output))
+    run = explore.load(args.run, Path(args.results), args.seed, Path(args.data))
+    out = explore.attention_figure(run, args.text, args.layer, args.head, args.all, Path(args.output))
     print(f"wrote {out}")
 
 

@@ -1,8 +1,8 @@
-"""Hashes of the source files that shape results, so that a code change invalidates exactly what it should.
+"""Hashes of the source that shapes results, so that a code change invalidates exactly what it should.
 
 Both tools use them: a checkpoint records the training-code hash in its fingerprint (a changed model is never resumed
 from an old checkpoint), and the Snakefile folds them into its per-run signature files (Snakemake re-runs what the
-change touches, as DVC does through its `deps`). The file lists match dvc.yaml's deps; a test keeps them in step.
+change touches, as DVC does through its `deps`). The lists match dvc.yaml's deps; a test keeps them in step.
 """
 
 from __future__ import annotations
@@ -12,14 +12,24 @@ import hashlib
 from pathlib import Path
 
 PACKAGE_DIR = Path(__file__).resolve().parent
-TRAINING_CODE = ("attention.py", "positions.py", "model.py", "objectives.py", "scoring.py", "train.py")
+# Package-relative paths; a folder stands for every .py file under it.
+TRAINING_CODE = ("network", "scoring.py", "train.py")
 EVALUATION_CODE = ("evaluate.py",)
 
 
+def source_files(entries: tuple[str, ...]) -> list[Path]:
+    """The files the entries name, folders expanded to their .py files in a fixed order."""
+    out: list[Path] = []
+    for entry in entries:
+        path = PACKAGE_DIR / entry
+        out += sorted(path.rglob("*.py")) if path.is_dir() else [path]
+    return out
+
+
 @functools.cache
-def code_hash(files: tuple[str, ...]) -> str:
-    """sha256 over the named package files (name + bytes), first 16 hex digits."""
+def code_hash(entries: tuple[str, ...]) -> str:
+    """sha256 over the named package files (package-relative name + bytes), first 16 hex digits."""
     h = hashlib.sha256()
-    for name in files:
-        h.update(name.encode() + b"\0" + (PACKAGE_DIR / name).read_bytes())
+    for path in source_files(entries):
+        h.update(path.relative_to(PACKAGE_DIR).as_posix().encode() + b"\0" + path.read_bytes())
     return h.hexdigest()[:16]

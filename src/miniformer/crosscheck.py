@@ -24,7 +24,7 @@ from torch import Tensor, nn
 
 from miniformer.errors import UserError
 from miniformer.evaluate import Evaluator
-from miniformer.io import write_json
+from miniformer.files import write_json
 from miniformer.params import RunConfig, Study
 from miniformer.prepare import TokenData
 from miniformer.train import lr_at, sample_windows

@@ -12,11 +12,11 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor
 
-from miniformer.attention import make_causal_mask
 from miniformer.errors import UserError
-from miniformer.io import write_json
-from miniformer.model import MiniFormer, ModelConfig
-from miniformer.objectives import IGNORE, Specials, generation_prompt, make_batch, prefix_mask, window_length
+from miniformer.files import write_json
+from miniformer.network.attention import make_causal_mask
+from miniformer.network.model import MiniFormer, ModelConfig
+from miniformer.network.objectives import IGNORE, Specials, generation_prompt, make_batch, prefix_mask, window_length
 from miniformer.params import RunConfig
 from miniformer.prepare import TokenData
 from miniformer.scoring import BATCH, mean_loss, window_losses, windows

@@ -21,8 +21,8 @@ import yaml
 
 from miniformer.codehash import TRAINING_CODE, code_hash
 from miniformer.errors import UserError
-from miniformer.model import ModelConfig
-from miniformer.objectives import OBJECTIVES
+from miniformer.network.model import ModelConfig
+from miniformer.network.objectives import OBJECTIVES
 from miniformer.tokenizer import TOKENIZERS
 
 PROFILES = ("smoke", "default", "gpu")

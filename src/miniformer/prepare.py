@@ -10,7 +10,7 @@ import numpy as np
 
 from miniformer.corpus import check_long_enough, load_corpus
 from miniformer.errors import UserError
-from miniformer.io import atomic_write_bytes, atomic_write_text
+from miniformer.files import atomic_write_bytes, atomic_write_text
 from miniformer.params import DataConfig, validate_data
 from miniformer.tokenizer import CharTokenizer, tokenizer_from_json, train_tokenizer
 

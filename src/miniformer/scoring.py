@@ -12,7 +12,7 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor
 
-from miniformer.objectives import IGNORE, Specials, make_batch
+from miniformer.network.objectives import IGNORE, Specials, make_batch
 
 BATCH = 16
 

@@ -22,9 +22,9 @@ import torch
 from torch import Tensor
 
 from miniformer.errors import UserError
-from miniformer.io import atomic_torch_save, atomic_write_text, write_json
-from miniformer.model import MiniFormer, ModelConfig
-from miniformer.objectives import (
+from miniformer.files import atomic_torch_save, atomic_write_text, write_json
+from miniformer.network.model import MiniFormer, ModelConfig
+from miniformer.network.objectives import (
     IGNORE,
     Specials,
     generation_prompt,

@@ -13,7 +13,7 @@ import numpy as np
 import torch
 from torch import Tensor
 
-from miniformer.attention import make_causal_mask, prefix_mask  # noqa: F401 - prefix_mask: part of this API
+from miniformer.network.attention import make_causal_mask, prefix_mask  # noqa: F401 - prefix_mask: part of this API
 
 OBJECTIVES = ("causal", "mlm", "prefix", "span")
 IGNORE = -100

@@ -8,8 +8,8 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
 
-from miniformer.attention import KVCache, LayerKV, SelfAttention, make_causal_mask, prefix_mask
-from miniformer.positions import POSITION_METHODS, build_position
+from miniformer.network.attention import KVCache, LayerKV, SelfAttention, make_causal_mask, prefix_mask
+from miniformer.network.positions import POSITION_METHODS, build_position
 
 INITS = ("vaswani", "gpt2")
 

@@ -11,7 +11,7 @@ from dataclasses import dataclass, field
 
 from miniformer.errors import UserError
 from miniformer.params import FindingsConfig
-from miniformer.stats import (
+from miniformer.study.stats import (
     VERDICTS,
     Estimate,
     Interval,

@@ -9,7 +9,7 @@ from pathlib import Path
 import pandas as pd
 
 from miniformer.errors import UserError
-from miniformer.io import atomic_write_text, write_json
+from miniformer.files import atomic_write_text, write_json
 from miniformer.params import Study
 
 

@@ -12,11 +12,11 @@ from pathlib import Path
 import torch
 import torch.nn.functional as F
 
-from miniformer.attention import make_causal_mask
 from miniformer.errors import UserError
 from miniformer.evaluate import load_run_model
-from miniformer.model import MiniFormer
-from miniformer.objectives import Specials, prefix_mask
+from miniformer.network.attention import make_causal_mask
+from miniformer.network.model import MiniFormer
+from miniformer.network.objectives import Specials, prefix_mask
 from miniformer.tokenizer import tokenizer_from_json
 
 
@@ -186,7 +186,7 @@ def score_file(run: LoadedRun, lines: list[str], out: Path | None) -> list[dict]
 
 @torch.no_grad()
 def attention_figure(run: LoadedRun, text: str, layer: int | None, head: int | None, all_heads: bool, out: Path):
-    from miniformer.figures import attention_heatmap, head_grid
+    from miniformer.study.figures import attention_heatmap, head_grid
 
     ids = encode_reporting(run, text)
     cfg = run.model.cfg

@@ -12,11 +12,13 @@ import pandas as pd
 import torch
 from jinja2 import Environment, PackageLoader, select_autoescape
 
-from miniformer import figures
-from miniformer.aggregate import read_json
 from miniformer.crosscheck import read_crosscheck
 from miniformer.evaluate import PROBE_CANDIDATES
-from miniformer.findings import (
+from miniformer.files import atomic_write_text, write_json
+from miniformer.params import Study
+from miniformer.study import figures
+from miniformer.study.aggregate import read_json
+from miniformer.study.findings import (
     HEAD_RUNS,
     POSITION_RUNS,
     STABILITY_ROWS,
@@ -27,8 +29,6 @@ from miniformer.findings import (
     claims,
     peer_comparisons,
 )
-from miniformer.io import atomic_write_text, write_json
-from miniformer.params import Study
 
 
 class RunFiles:
@@ -218,7 +218,8 @@ def build_report(study: Study, results: Path, out: Path, data_dir: Path = Path("
     over_training = {k: v for k, v in over_training.items() if len(v) >= 2}
     if over_training:
         figs["effects_over_training"] = figures.to_base64_png(figures.effects_over_training(over_training))
-    env = Environment(loader=PackageLoader("miniformer", "templates"), autoescape=select_autoescape(["html", "j2"]))
+    templates = PackageLoader("miniformer.study", "templates")
+    env = Environment(loader=templates, autoescape=select_autoescape(["html", "j2"]))
     html = env.get_template("report.html.j2").render(
         profile=study.profile,
         figs=figs,

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from miniformer.model import MiniFormer
+from miniformer.network.model import MiniFormer
 
 
 def count_params(model: MiniFormer, non_embedding: bool = False) -> int:
