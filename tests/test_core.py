@@ -25,15 +25,14 @@ from miniformer.network.flops import count_params, flops_per_token
 from miniformer.network.model import MiniFormer, ModelConfig
 from miniformer.network.objectives import (
     IGNORE,
+    OBJECTIVES,
     Specials,
     corrupt_spans,
-    make_batch,
     mlm_batch,
     prefix_batch,
     prefix_mask,
     reconstruct_spans,
     span_batch,
-    window_length,
 )
 from miniformer.network.positions import Rotary, alibi_slopes, apply_rotary, sinusoidal_table
 
@@ -108,8 +107,8 @@ def test_sdpa_fast_path_equals_explicit_path(overrides):
 def test_sdpa_equals_explicit_under_objective_masks(objective):
     model = model_of(pos="alibi")
     g = torch.Generator().manual_seed(0)
-    tokens = torch.randint(0, 10, (3, window_length(objective, 16)))
-    batch = make_batch(objective, tokens, Specials(10, n_sentinels=9), g)
+    tokens = torch.randint(0, 10, (3, OBJECTIVES[objective].window_length(16)))
+    batch = OBJECTIVES[objective].batch(tokens, Specials(10, n_sentinels=9), g)
     fast = model(batch.x, attn_mask=batch.mask)["logits"]
     explicit = model(batch.x, attn_mask=batch.mask, return_weights=True)["logits"]
     torch.testing.assert_close(fast, explicit, rtol=1e-4, atol=1e-5)
@@ -348,7 +347,7 @@ def test_span_corruption_inputs_and_targets_reconstruct_the_original():
 def test_span_batch_fits_block_and_takes_loss_on_targets_only():
     specials = Specials(30)
     T = 64
-    tokens = torch.randint(0, 30, (4, window_length("span", T)))
+    tokens = torch.randint(0, 30, (4, OBJECTIVES["span"].window_length(T)))
     batch = span_batch(tokens, specials, torch.Generator().manual_seed(0))
     assert batch.x.shape[1] <= T
     assert ((batch.y == IGNORE) | (batch.y < specials.model_vocab)).all()

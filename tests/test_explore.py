@@ -56,7 +56,7 @@ def test_generate_learned_past_block_size_fails_clearly(trained, capsys):
 def test_score_causal_and_pseudo_likelihood(trained, capsys):
     assert run(trained, "score", "baseline", "the king hath") == 0
     out = capsys.readouterr().out
-    assert out.startswith("causal log-likelihood: mean loss") and "perplexity" in out
+    assert out.startswith("sequence log-likelihood: mean loss") and "perplexity" in out
     head, *tokens = out.strip().splitlines()
     assert len(tokens) == len("the king hath")  # one line per character, each with its loss
     losses = [float(t.split()[-1]) for t in tokens]

@@ -16,14 +16,13 @@ import yaml
 from miniformer.network.model import MiniFormer, ModelConfig
 from miniformer.network.objectives import (
     IGNORE,
+    OBJECTIVES,
     Specials,
     corrupt_spans,
     demo_prompt,
-    make_batch,
     prefix_mask,
     recover_spans,
     span_batch,
-    window_length,
 )
 
 # A period-12 sequence: given the two previous tokens the next one is certain, while its unigram loss (6 tokens seen
@@ -46,11 +45,11 @@ def final_loss(steps: int = 80, objective: str = "causal", **overrides) -> float
     model = MiniFormer(tiny(vocab_size=specials.model_vocab, **overrides))
     opt = torch.optim.AdamW(model.parameters(), lr=3e-3)
     g = torch.Generator().manual_seed(0)
-    L = window_length(objective, 16)
+    L = OBJECTIVES[objective].window_length(16)
     losses = []
     for _ in range(steps):
         starts = torch.randint(0, len(PATTERN) - L, (8,), generator=g)
-        b = make_batch(objective, torch.stack([PATTERN[s : s + L] for s in starts]), specials, g)
+        b = OBJECTIVES[objective].batch(torch.stack([PATTERN[s : s + L] for s in starts]), specials, g)
         loss = model(b.x, b.y, attn_mask=b.mask)["loss"]
         opt.zero_grad()
         loss.backward()
@@ -248,7 +247,7 @@ def test_evaluation_probe_and_generation_use_each_objectives_format(objective_ru
         model, _, _ = load_run_model(tmp / "runs" / exp, torch.device("cpu"))
         recorder = Recorder(model.cfg.vocab_size)
         ev = Evaluator.for_model(run, recorder, data)
-        ev._recover(ids, 10)
+        ev.objective.recover(ev.model, ids, 10, ev.specials)
         x, mask = recorder.calls[-1]
         mask = mask.reshape(mask.shape[-2:])  # one example: (1, T, T) or (T, T)
         if exp == "obj_mlm":

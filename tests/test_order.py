@@ -7,7 +7,7 @@ import torch
 
 from miniformer.evaluate import ORDER_TIE, Evaluator, swapped_lines
 from miniformer.network.model import MiniFormer, ModelConfig
-from miniformer.network.objectives import Specials
+from miniformer.network.objectives import OBJECTIVES, Specials
 
 LINES = ["To be, or not to be, that is the question:", "我打你然后你打我", "Now is the winter of our discontent",
          "aaaa", "ab"]
@@ -33,7 +33,7 @@ def scorer(objective: str, pos: str) -> Evaluator:
     cfg = ModelConfig(vocab_size=Specials(vocab).model_vocab, block_size=16, n_layer=2, n_head=4, n_embd=32, pos=pos,
                       causal=objective == "causal")
     ev = Evaluator.__new__(Evaluator)
-    ev.model, ev.objective, ev.device = MiniFormer(cfg).eval(), objective, torch.device("cpu")
+    ev.model, ev.objective, ev.device = MiniFormer(cfg).eval(), OBJECTIVES[objective], torch.device("cpu")
     ev.specials = Specials(vocab)
     return ev
 

@@ -16,14 +16,13 @@ from miniformer.errors import UserError
 from miniformer.files import write_json
 from miniformer.network.attention import make_causal_mask
 from miniformer.network.model import MiniFormer, ModelConfig
-from miniformer.network.objectives import IGNORE, Specials, generation_prompt, make_batch, prefix_mask, window_length
+from miniformer.network.objectives import IGNORE, Specials, objective_named
 from miniformer.params import RunConfig
 from miniformer.prepare import TokenData
 from miniformer.scoring import BATCH, mean_loss, window_losses, windows
 from miniformer.train import attention_entropy, pick_device
 
 ORDER_TIE = 1e-4  # nats: minimal-pair scores closer than this are a tie (float summation order, not a preference)
-PROBE_CANDIDATES = 16  # left-to-right probe: tokens rescored per hidden position (their recall is reported)
 PER_POSITION_BINS = 32
 
 
@@ -66,7 +65,7 @@ class Evaluator:
     def _setup(self) -> None:
         self.per_window: dict = {}  # windows.json: per-window losses and per-item probe outcomes
         self.specials = Specials(self.data.vocab_size)
-        self.objective = self.run.train.objective
+        self.objective = objective_named(self.run.train.objective)
         self.T = self.run.model.block_size
         self.tok = self.data.tokenizer
 
@@ -75,7 +74,7 @@ class Evaluator:
         """Mean loss over every target token of a split (random masks from a fixed seed for MLM/span); the val
         split's per-window losses are kept for the report's intervals."""
         tokens = windows(
-            self.data.splits[split], window_length(self.objective, self.T), self.run.eval.split_tokens or None
+            self.data.splits[split], self.objective.window_length(self.T), self.run.eval.split_tokens or None
         )
         mask = make_causal_mask(tokens.size(1) - 1) if causal_override else None
         sums, counts = window_losses(self.model, tokens, self.objective, self.specials, self.device, mask)
@@ -96,8 +95,8 @@ class Evaluator:
                     "reason": "learned absolute positions have no vector past block_size",
                 }
                 continue
-            if self.objective not in ("causal", "prefix"):
-                out[str(m)] = {"applicable": False, "reason": f"{self.objective} is not a left-to-right objective"}
+            if not self.objective.left_to_right:
+                out[str(m)] = {"applicable": False, "reason": f"{self.objective.name} is not a left-to-right objective"}
                 continue
             tokens = windows(self.data.splits["val"], L + 1, self.run.eval.max_tokens, stride=L)
             pos_sum, per_window = torch.zeros(L), []
@@ -130,11 +129,7 @@ class Evaluator:
             ids, dropped = self.tok.encode_lossy(lines[0])
         ids = ids[: self.T]
         x = torch.tensor([ids], device=self.device)
-        # Each model is drawn as it reads: its own default (causal, or none for the no-mask breakage), MLM fully
-        # bidirectional, prefix / span models as they generate (causal).
-        mask = None if self.objective == "causal" else make_causal_mask(len(ids), self.device)
-        if self.objective == "mlm":
-            mask = torch.ones_like(mask)
+        mask = self.objective.reading_mask(len(ids), self.device)  # each model drawn as it reads
         weights = self.model(x, attn_mask=mask, return_weights=True)["weights"]
         w = torch.stack([wl[0] for wl in weights]).float().cpu()  # (L, H, T, T)
         upper = w.triu(1)
@@ -149,8 +144,8 @@ class Evaluator:
     @torch.no_grad()
     def head_stats(self) -> dict:
         """Entropy per layer and head diversity: mean pairwise Jensen-Shannon divergence between heads' maps."""
-        tokens = windows(self.data.splits["val"], window_length(self.objective, self.T), 8 * self.T)[:8]
-        b = make_batch(self.objective, tokens, self.specials, torch.Generator().manual_seed(0))
+        tokens = windows(self.data.splits["val"], self.objective.window_length(self.T), 8 * self.T)[:8]
+        b = self.objective.batch(tokens, self.specials, torch.Generator().manual_seed(0))
         mask = None if b.mask is None else b.mask.to(self.device)
         weights = self.model(b.x.to(self.device), attn_mask=mask, return_weights=True)["weights"]
         diversities = []
@@ -173,10 +168,10 @@ class Evaluator:
         MLM / span: the whole window is shuffled (masks move with their tokens) and the loss on masked tokens compared.
         """
         n = self.run.eval.order_windows
-        tokens = windows(self.data.splits["val"], window_length(self.objective, self.T))[:n]
+        tokens = windows(self.data.splits["val"], self.objective.window_length(self.T))[:n]
         rng = torch.Generator().manual_seed(0)
         shuffled = tokens.clone()
-        if self.objective in ("causal", "prefix"):
+        if self.objective.left_to_right:
             cut = 3 * self.T // 4
             for row in shuffled:
                 row[:cut] = row[:cut][torch.randperm(cut, generator=rng)]
@@ -194,9 +189,9 @@ class Evaluator:
         return float(F.cross_entropy(logits[:, cut:].flatten(0, 1), y[:, cut:].flatten()))
 
     def _masked_loss(self, tokens: Tensor, perm: Tensor | None) -> float:
-        if perm is not None and self.objective == "span":
+        if perm is not None and self.objective.name == "span":
             return float("nan")  # not defined: shuffling would move sentinels between input and targets (-> null)
-        b = make_batch(self.objective, tokens, self.specials, torch.Generator().manual_seed(0))
+        b = self.objective.batch(tokens, self.specials, torch.Generator().manual_seed(0))
         x, y, mask = b.x, b.y, b.mask
         if perm is not None:
             x, y = x[:, perm], y[:, perm]
@@ -240,7 +235,7 @@ class Evaluator:
         items = self.probe_items()
         outcomes, in_candidates, cont_losses = [], [], []
         for ids, i in items:
-            pred, proposed = self._recover(ids, i)
+            pred, proposed = self.objective.recover(self.model, ids, i, self.specials)
             outcomes.append(int(pred == ids[i]))
             in_candidates.append(proposed)
             cont = self._continuation_loss(ids)
@@ -253,38 +248,8 @@ class Evaluator:
             "recovery_items": len(items),
             "candidate_recall": float(np.mean(known)) if known else None,
             "continuation_loss": float(np.mean(cont_losses)) if cont_losses else None,
-            "continuation_note": None if cont_losses else f"not defined for the {self.objective} objective",
+            "continuation_note": None if cont_losses else f"not defined for the {self.objective.name} objective",
         }
-
-    def _recover(self, ids: list[int], i: int) -> tuple[int, bool | None]:
-        """The model's guess for ids[i], read in its training format; and, for left-to-right models, whether the
-        true token was among the candidates rescored."""
-        dev, V = self.device, self.tok.vocab_size
-        if self.objective == "mlm":
-            x = torch.tensor([ids[:i] + [self.specials.mask_id] + ids[i + 1 :]], device=dev)
-            logits = self.model(x, attn_mask=torch.ones(len(ids), len(ids), dtype=torch.bool, device=dev))["logits"]
-            return int(logits[0, i, :V].argmax()), None
-        if self.objective == "span":
-            s0 = self.specials.sentinel(0)
-            inputs = ids[:i] + [s0] + ids[i + 1 :]
-            x = torch.tensor([inputs + [s0]], device=dev)
-            mask = prefix_mask(torch.tensor([len(inputs)]), x.size(1)).to(dev)
-            return int(self.model(x, attn_mask=mask)["logits"][0, -1, :V].argmax()), None
-        # Left-to-right models: the PROBE_CANDIDATES tokens the model finds likeliest from the left context, each
-        # rescored by the likelihood of the whole rest of the line with it in place (scoring all V candidates costs
-        # V forward passes per item). A prefix LM reads the characters before the hidden one as its bidirectional
-        # prefix, as in training.
-        mask = make_causal_mask(len(ids) - 1, dev)
-        if self.objective == "prefix":
-            mask = prefix_mask(torch.tensor([i]), len(ids) - 1)[0].to(dev)
-        left = self.model(torch.tensor([ids[:-1]], device=dev), attn_mask=mask)["logits"][0, i - 1, :V]
-        candidates = left.topk(min(PROBE_CANDIDATES, V)).indices
-        cand = torch.tensor(ids, device=dev).repeat(len(candidates), 1)
-        cand[:, i] = candidates
-        logp = torch.log_softmax(self.model(cand[:, :-1], attn_mask=mask)["logits"], -1)
-        token_lp = logp.gather(-1, cand[:, 1:, None])[..., 0]
-        best = int(candidates[int(token_lp[:, i - 1 :].sum(1).argmax())])
-        return best, bool((candidates == ids[i]).any())
 
     def order_pairs(self) -> list[tuple[list[int], list[int]]]:
         """Minimal pairs from held-out test lines: the line, and the line with two of its words swapped in place (two
@@ -320,48 +285,29 @@ class Evaluator:
             "pairs": len(outcomes),
             "true_order_preferred": float(np.mean(outcomes)) if outcomes else None,
             "ties": int(sum(o == 0.5 for o in outcomes)),
-            "scoring": "pseudo-log-likelihood" if self.objective in ("mlm", "span") else "sequence log-likelihood",
+            "scoring": self.objective.scoring,
         }
 
     def sequence_score(self, ids: list[int]) -> float:
         """Log-likelihood of a token sequence in the objective's own reading (see minimal_pairs)."""
-        dev, n = self.device, len(ids)
-        x = torch.tensor(ids, device=dev)
-        if self.objective == "mlm":
-            rows = x.repeat(n, 1)
-            rows[torch.arange(n), torch.arange(n)] = self.specials.mask_id
-            logits = self.model(rows, attn_mask=torch.ones(n, n, dtype=torch.bool, device=dev))["logits"]
-            logp = torch.log_softmax(logits[torch.arange(n), torch.arange(n)].float(), -1)
-            return float(logp.gather(-1, x[:, None]).sum())
-        if self.objective == "span":
-            s0 = self.specials.sentinel(0)
-            rows = torch.cat([x.repeat(n, 1), torch.full((n, 1), s0, device=dev)], 1)
-            rows[torch.arange(n), torch.arange(n)] = s0
-            mask = prefix_mask(torch.tensor([n]), n + 1).to(dev)
-            logp = torch.log_softmax(self.model(rows, attn_mask=mask)["logits"][:, -1].float(), -1)
-            return float(logp.gather(-1, x[:, None]).sum())
-        # Left-to-right: the model's own mask (causal; a prefix LM with a one-token prefix reads causally too).
-        logits = self.model(x[None, :-1])["logits"][0].float()
-        return float(torch.log_softmax(logits, -1).gather(-1, x[1:, None]).sum())
+        return float(self.objective.sequence_log_likelihood(self.model, ids, self.specials).sum())
 
     def _continuation_loss(self, ids: list[int]) -> float | None:
-        if self.objective not in ("causal", "prefix"):
+        if not self.objective.left_to_right:
             return None
         half = len(ids) // 2
         x = torch.tensor([ids[:-1]], device=self.device)
         y = torch.tensor(ids[1:], device=self.device)
-        mask = make_causal_mask(len(ids) - 1, self.device)
-        if self.objective == "prefix":
-            mask = prefix_mask(torch.tensor([half]), len(ids) - 1)[0].to(self.device)
+        mask = self.objective.context_mask(len(ids) - 1, half, self.device)
         logits = self.model(x, attn_mask=mask)["logits"][0]
         return float(F.cross_entropy(logits[half - 1 :], y[half - 1 :]))
 
     @torch.no_grad()
     def generations(self) -> dict:
         out = {}
-        if self.objective not in ("causal", "prefix"):
-            return {"note": f"{self.objective} models do not generate left to right; see the recovery samples"}
-        prompt, prefix_len = generation_prompt(self.objective, self.tok, self.data.splits["val"], self.T, self.run.seed)
+        if not self.objective.left_to_right:
+            return {"note": f"{self.objective.name} models do not generate left to right; see the recovery samples"}
+        prompt, prefix_len = self.objective.generation_prompt(self.tok, self.data.splits["val"], self.T, self.run.seed)
         for m in self.run.eval.gen_multiples:
             n = m * self.T
             g = torch.Generator(device=self.device).manual_seed(self.run.seed)
@@ -380,19 +326,19 @@ class Evaluator:
                 continue
             text = self.tok.decode(ids[0, len(prompt) :].tolist())
             out[str(m)] = {"applicable": True, "text": text, **text_stats(text)}
-            if self.objective == "prefix":
+            if prefix_len is not None:
                 out[str(m)]["prompt"] = self.tok.decode(prompt)
         return out
 
     def run_all(self) -> dict:
         diverged = json.loads(self.ckpt["divergence"]) if self.ckpt.get("divergence") else None
         result = {
-            "objective": self.objective,
+            "objective": self.objective.name,
             "diverged": diverged is not None,
             "val_loss": self.split_loss("val"),
             "test_loss": self.split_loss("test"),
         }
-        if self.objective == "causal" and not self.run.model.causal:
+        if self.objective.name == "causal" and not self.run.model.causal:
             result["val_loss_with_causal_mask"] = self.split_loss("val", causal_override=True)
         result["lengths"] = self.length_sweep()
         result.update(self.head_stats())

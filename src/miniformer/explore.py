@@ -10,13 +10,11 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import torch
-import torch.nn.functional as F
 
 from miniformer.errors import UserError
 from miniformer.evaluate import load_run_model
-from miniformer.network.attention import make_causal_mask
 from miniformer.network.model import MiniFormer
-from miniformer.network.objectives import Specials, prefix_mask
+from miniformer.network.objectives import Objective, Specials, objective_named
 from miniformer.tokenizer import tokenizer_from_json
 
 
@@ -29,8 +27,8 @@ class LoadedRun:
     specials: Specials
 
     @property
-    def objective(self) -> str:
-        return self.config["train"]["objective"]
+    def objective(self) -> Objective:
+        return objective_named(self.config["train"]["objective"])
 
 
 def find_runs(results: Path) -> list[Path]:
@@ -95,8 +93,8 @@ def encode_reporting(run: LoadedRun, text: str) -> list[int]:
 
 
 def generate(run: LoadedRun, prompt: str, tokens: int, temperature: float, top_k: int | None, seed: int) -> str:
-    if run.objective not in ("causal", "prefix"):
-        raise UserError(f"{run.path} is a {run.objective} model: it does not generate left to right; use `score`")
+    if not run.objective.left_to_right:
+        raise UserError(f"{run.path} is a {run.objective.name} model: it does not generate left to right; use `score`")
     ids = encode_reporting(run, prompt or "\n")
     T = run.model.cfg.block_size
     if run.model.cfg.pos == "learned" and len(ids) + tokens > T:
@@ -113,7 +111,7 @@ def generate(run: LoadedRun, prompt: str, tokens: int, temperature: float, top_k
         top_k,
         generator=g,
         allowed_vocab=run.tokenizer.vocab_size,
-        prefix_len=len(ids) if run.objective == "prefix" else None,
+        prefix_len=run.objective.prompt_prefix(len(ids)),
     )
     return run.tokenizer.decode(out[0].tolist())
 
@@ -140,28 +138,12 @@ def score(run: LoadedRun, sentence: str) -> dict:
     """Mean loss (nats/token), perplexity and per-token losses. Left-to-right models: log p(token | left context);
     MLM / span: pseudo-log-likelihood (each position masked in turn)."""
     ids = encode_reporting(run, sentence)
-    V = run.tokenizer.vocab_size
-    if run.objective in ("causal", "prefix"):
+    if run.objective.left_to_right:
         ids = run.tokenizer.encode_lossy("\n")[0] + ids  # a line start as context for the first character
-        x = torch.tensor([ids[:-1]])
-        logits = run.model(x, attn_mask=make_causal_mask(x.size(1)))["logits"][0, :, :V]
-        losses = F.cross_entropy(logits, torch.tensor(ids[1:]), reduction="none").tolist()
-        scored, method = ids[1:], "causal log-likelihood"
-    else:
-        losses = []
-        for i in range(len(ids)):
-            if run.objective == "mlm":
-                x = torch.tensor([ids[:i] + [run.specials.mask_id] + ids[i + 1 :]])
-                full = torch.ones(len(ids), len(ids), dtype=torch.bool)
-                logits = run.model(x, attn_mask=full)["logits"][0, i, :V]
-            else:
-                s0 = run.specials.sentinel(0)
-                inputs = ids[:i] + [s0] + ids[i + 1 :]
-                x = torch.tensor([inputs + [s0]])
-                mask = prefix_mask(torch.tensor([len(inputs)]), x.size(1))
-                logits = run.model(x, attn_mask=mask)["logits"][0, -1, :V]
-            losses.append(float(F.cross_entropy(logits[None], torch.tensor([ids[i]]))))
-        scored, method = ids, "pseudo-log-likelihood (each position masked in turn)"
+    log_probs = run.objective.sequence_log_likelihood(run.model, ids, run.specials)
+    losses = (-log_probs).tolist()
+    scored = ids[1:] if run.objective.left_to_right else ids
+    method = run.objective.scoring
     mean = sum(losses) / len(losses)
     return {
         "text": sentence,
@@ -192,7 +174,7 @@ def attention_figure(run: LoadedRun, text: str, layer: int | None, head: int | N
     cfg = run.model.cfg
     if cfg.pos == "learned" and len(ids) > cfg.block_size:
         raise UserError(f"learned absolute positions stop at block_size={cfg.block_size}; use a shorter text")
-    mask = torch.ones(len(ids), len(ids), dtype=torch.bool) if run.objective == "mlm" else None
+    mask = run.objective.reading_mask(len(ids))
     weights = run.model(torch.tensor([ids]), attn_mask=mask, return_weights=True)["weights"]
     tokens = [run.tokenizer.decode([i]) for i in ids]
     L = len(weights) - 1 if layer is None else layer

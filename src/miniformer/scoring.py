@@ -12,7 +12,7 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor
 
-from miniformer.network.objectives import IGNORE, Specials, make_batch
+from miniformer.network.objectives import IGNORE, Objective, Specials
 
 BATCH = 16
 
@@ -37,7 +37,7 @@ def spread_windows(data: np.ndarray, length: int, count: int) -> Tensor:
 def window_losses(
     model: torch.nn.Module,
     tokens: Tensor,
-    objective: str,
+    objective: Objective,
     specials: Specials,
     device: torch.device,
     causal_override: Tensor | None = None,
@@ -50,7 +50,7 @@ def window_losses(
     g = torch.Generator().manual_seed(0)
     sums, counts = [], []
     for i in range(0, len(tokens), BATCH):
-        b = make_batch(objective, tokens[i : i + BATCH], specials, g)
+        b = objective.batch(tokens[i : i + BATCH], specials, g)
         mask = causal_override if causal_override is not None else b.mask
         x, y = b.x.to(device), b.y.to(device)
         logits = model(x, attn_mask=None if mask is None else mask.to(device))["logits"]

@@ -24,15 +24,7 @@ from torch import Tensor
 from miniformer.errors import UserError
 from miniformer.files import atomic_torch_save, atomic_write_text, write_json
 from miniformer.network.model import MiniFormer, ModelConfig
-from miniformer.network.objectives import (
-    IGNORE,
-    Specials,
-    generation_prompt,
-    make_batch,
-    mlm_batch,
-    recover_spans,
-    window_length,
-)
+from miniformer.network.objectives import Specials, objective_named
 from miniformer.params import RunConfig
 from miniformer.prepare import TokenData
 from miniformer.scoring import mean_loss, spread_windows, window_losses
@@ -102,7 +94,8 @@ class Trainer:
         self.model.to(self.device)
         self.opt = make_optimizer(self.model, run, self.device)
         self.batch_gen = torch.Generator().manual_seed(run.seed)  # which windows and masks: part of resume state
-        self.window = window_length(self.t.objective, run.model.block_size)
+        self.objective = objective_named(self.t.objective)
+        self.window = self.objective.window_length(run.model.block_size)
         self.step = 0
         self.first_loss: float | None = None
         self.divergence: dict | None = None
@@ -182,7 +175,7 @@ class Trainer:
 
     def batch(self, split: str, g: torch.Generator):
         tokens = sample_windows(self.data.splits[split], self.window, self.t.batch_size, g)
-        b = make_batch(self.t.objective, tokens, self.specials, g)
+        b = self.objective.batch(tokens, self.specials, g)
         to = self.device
         return b.x.to(to), b.y.to(to), None if b.mask is None else b.mask.to(to)
 
@@ -224,7 +217,7 @@ class Trainer:
         """Val loss per window on the fixed curve windows: the report follows each effect over training with it."""
         self.model.eval()
         with torch.autocast(self.device.type, dtype=torch.bfloat16, enabled=self.autocast):
-            sums, counts = window_losses(self.model, self.curve_windows, self.t.objective, self.specials, self.device)
+            sums, counts = window_losses(self.model, self.curve_windows, self.objective, self.specials, self.device)
         self.model.train()
         losses = sums / np.maximum(counts, 1)
         return {"step": self.step, "val_loss": mean_loss(sums, counts), "windows": [round(float(v), 5) for v in losses]}
@@ -236,9 +229,8 @@ class Trainer:
         self.model.eval()
         g = torch.Generator(device=self.device).manual_seed(self.run.seed)
         tok, T = self.data.tokenizer, self.run.model.block_size
-        objective = self.t.objective
-        if objective in ("causal", "prefix"):
-            prompt, prefix_len = generation_prompt(objective, tok, self.data.splits["val"], T, self.run.seed)
+        if self.objective.left_to_right:
+            prompt, prefix_len = self.objective.generation_prompt(tok, self.data.splits["val"], T, self.run.seed)
             ids = self.model.generate(
                 torch.tensor([prompt], device=self.device),
                 self.t.sample_tokens,
@@ -250,7 +242,7 @@ class Trainer:
                 prefix_len=prefix_len,
             )
             out = {"step": self.step, "kind": "generation", "text": tok.decode(ids[0, len(prompt) :].tolist())}
-            if objective == "prefix":
+            if prefix_len is not None:
                 out["prompt"] = tok.decode(prompt)
         else:
             out = {"step": self.step, "kind": "recovery", **self.recovery_demo()}
@@ -263,22 +255,13 @@ class Trainer:
         cpu_g = torch.Generator().manual_seed(self.run.seed)
         tokens = sample_windows(self.data.splits["val"], self.window, 1, cpu_g)
         seq = tokens[0].tolist()
-        if self.t.objective == "span":
-            r = recover_spans(self.model, seq, specials, cpu_g)
-            masked, filled = r["masked"], r["filled"]
-        else:
-            b = mlm_batch(tokens, specials, cpu_g)
-            logits = self.model(b.x.to(self.device), attn_mask=b.mask.to(self.device))["logits"][0, :, : tok.vocab_size]
-            chosen = (b.y[0] != IGNORE).tolist()
-            pred = logits.argmax(-1).tolist()
-            masked = [specials.mask_id if c else t for c, t in zip(chosen, seq)]
-            filled = [p if c else t for p, c, t in zip(pred, chosen, seq)]
+        masked, filled = self.objective.fill_in(self.model, seq, specials, cpu_g)
 
         def show(ids: list[int]) -> str:  # a hidden position has no character: draw it as '_'
             return "".join("_" if i == specials.mask_id else tok.decode([i]) for i in ids)
 
-        hidden_as = "one sentinel per span" if self.t.objective == "span" else "BERT's 80/10/10 [MASK]/random/same"
-        return {"text": show(filled), "masked": show(masked), "original": tok.decode(seq), "hidden_as": hidden_as}
+        return {"text": show(filled), "masked": show(masked), "original": tok.decode(seq),
+                "hidden_as": self.objective.hidden_as}
 
     # --- the loop ----------------------------------------------------------------------------------------------------
 

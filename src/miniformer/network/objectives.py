@@ -1,22 +1,27 @@
-"""Training objectives as (batch transform, attention mask, loss targets) over the same decoder-only model.
+"""Training objectives over the same decoder-only model: causal LM, masked LM (BERT), prefix LM, span corruption (T5).
 
-Each objective takes a window of raw token ids (B, L) and returns a ``Batch``: model inputs, targets (-100 where no
-loss is taken) and the boolean attention mask (None = the model's default causal mask). Special tokens ([MASK] and T5
-sentinels) live just above the tokenizer's vocabulary; ``Specials`` says where.
+The batch functions below take a window of raw token ids (B, L) and return a ``Batch``: model inputs, targets (-100
+where no loss is taken) and the boolean attention mask (None = the model's default causal mask). Special tokens
+([MASK] and T5 sentinels) live just above the tokenizer's vocabulary; ``Specials`` says where.
+
+Each objective is also an object (``OBJECTIVES[name]``) that says everything the rest of the code must know about it
+— its window, its batches, how it reads a text, how it scores one, how it recovers a hidden token, how it generates —
+so training, evaluation and the explore commands ask the objective instead of branching on its name.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import ClassVar
 
 import numpy as np
 import torch
 from torch import Tensor
 
-from miniformer.network.attention import make_causal_mask, prefix_mask  # noqa: F401 - prefix_mask: part of this API
+from miniformer.network.attention import make_causal_mask, prefix_mask
 
-OBJECTIVES = ("causal", "mlm", "prefix", "span")
 IGNORE = -100
+PROBE_CANDIDATES = 16  # left-to-right recovery: tokens rescored per hidden position (their recall is reported)
 
 
 @dataclass(frozen=True)
@@ -43,17 +48,6 @@ class Batch:
     x: Tensor
     y: Tensor
     mask: Tensor | None  # (B,T,T) or (T,T) bool, True = may attend; None = model default (causal)
-
-
-def window_length(objective: str, block_size: int) -> int:
-    """How many raw tokens one example consumes so the model input is at most block_size long."""
-    if objective in ("causal", "prefix"):
-        return block_size + 1  # inputs are tokens[:-1], targets tokens[1:]
-    if objective == "mlm":
-        return block_size
-    if objective == "span":
-        return span_source_length(block_size)
-    raise ValueError(f"unknown objective={objective!r}; choose one of {', '.join(OBJECTIVES)}")
 
 
 # --- causal LM -------------------------------------------------------------------------------------------------------
@@ -173,32 +167,7 @@ def span_batch(tokens: Tensor, specials: Specials, g: torch.Generator) -> Batch:
     return Batch(x, y, prefix_mask(p, T))
 
 
-def make_batch(objective: str, tokens: Tensor, specials: Specials, g: torch.Generator) -> Batch:
-    if objective == "causal":
-        return causal_batch(tokens)
-    if objective == "mlm":
-        return mlm_batch(tokens, specials, g)
-    if objective == "prefix":
-        return prefix_batch(tokens, g)
-    if objective == "span":
-        return span_batch(tokens, specials, g)
-    raise ValueError(f"unknown objective={objective!r}; choose one of {', '.join(OBJECTIVES)}")
-
-
 # --- what each objective's demo is fed: the same format as its training batches ------------------------------------
-
-
-def generation_prompt(objective: str, tokenizer, split: np.ndarray, block_size: int, seed: int
-                      ) -> tuple[list[int], int | None]:
-    """What a left-to-right model generates from, in its training format, and the prefix it reads bidirectionally.
-
-    A causal LM starts from a line break; a prefix LM continues a seeded held-out prompt of block_size/2 tokens read
-    as its prefix (from a bare start it would predict tokens it was rarely trained to predict).
-    """
-    if objective == "causal":
-        return tokenizer.encode_lossy("\n")[0], None
-    prompt = demo_prompt(split, block_size // 2, seed)
-    return prompt, len(prompt)
 
 
 def demo_prompt(split: np.ndarray, length: int, seed: int) -> list[int]:
@@ -232,3 +201,206 @@ def recover_spans(model, seq: list[int], specials: Specials, g: torch.Generator)
         "hidden_correct": sum(g_ == t for g_, t, s in zip(guessed, targets, is_sentinel) if not s),
         "hidden_total": sum(not s for s in is_sentinel),
     }
+
+
+# --- the objectives as objects ----------------------------------------------------------------------------------------
+
+
+class Objective:
+    """What one objective does with the shared model; subclasses fill in the parts that differ."""
+
+    name: ClassVar[str]
+    left_to_right: ClassVar[bool]  # trained to predict the next token: it generates, and scores a text left to right
+    scoring: ClassVar[str]  # how sequence_log_likelihood reads a text, in words
+
+    def window_length(self, block_size: int) -> int:
+        """How many raw tokens one example consumes so the model input is at most block_size long."""
+        raise NotImplementedError
+
+    def batch(self, tokens: Tensor, specials: Specials, g: torch.Generator) -> Batch:
+        raise NotImplementedError
+
+    def reading_mask(self, n: int, device: torch.device | str = "cpu") -> Tensor | None:
+        """How the model reads a whole n-token text when its attention is drawn (None = the model's default)."""
+        raise NotImplementedError
+
+    def sequence_log_likelihood(self, model, ids: list[int], specials: Specials) -> Tensor:
+        """log p of each scored token of ids, in the objective's own reading (left-to-right: ids[1:] given the left;
+        bidirectional: pseudo-log-likelihood, each token hidden in turn as in training)."""
+        raise NotImplementedError
+
+    def recover(self, model, ids: list[int], i: int, specials: Specials) -> tuple[int, bool | None]:
+        """The model's guess for ids[i] hidden, read in its training format; and, for left-to-right models, whether
+        the true token was among the candidates rescored (None otherwise)."""
+        raise NotImplementedError
+
+    def __repr__(self) -> str:
+        return f"{type(self).__name__}()"
+
+
+class _LeftToRight(Objective):
+    """Causal and prefix LM: inputs tokens[:-1], targets tokens[1:]; they generate, and score a text left to right."""
+
+    left_to_right = True
+    scoring = "sequence log-likelihood"
+
+    def window_length(self, block_size: int) -> int:
+        return block_size + 1
+
+    def reading_mask(self, n: int, device: torch.device | str = "cpu") -> Tensor | None:
+        return make_causal_mask(n, device)  # as it generates
+
+    def context_mask(self, n: int, prefix_len: int, device: torch.device | str) -> Tensor:
+        """Mask for reading n tokens whose first prefix_len are given context (read bidirectionally by a prefix LM)."""
+        return make_causal_mask(n, device)
+
+    def prompt_prefix(self, prompt_len: int) -> int | None:
+        """How much of a generation prompt is read bidirectionally (a prefix LM's prefix; None = causal)."""
+        return None
+
+    def generation_prompt(self, tokenizer, split: np.ndarray, block_size: int, seed: int
+                          ) -> tuple[list[int], int | None]:
+        """What the model generates from in its training format, and the prefix it reads bidirectionally."""
+        raise NotImplementedError
+
+    def sequence_log_likelihood(self, model, ids: list[int], specials: Specials) -> Tensor:
+        # The model's own mask (causal; a prefix LM with a one-token prefix reads causally too).
+        x = torch.tensor(ids, device=next(model.parameters()).device)
+        logits = model(x[None, :-1])["logits"][0].float()
+        return torch.log_softmax(logits, -1).gather(-1, x[1:, None])[:, 0]
+
+    def recover(self, model, ids: list[int], i: int, specials: Specials) -> tuple[int, bool | None]:
+        # The PROBE_CANDIDATES tokens the model finds likeliest from the left context, each rescored by the likelihood
+        # of the whole rest of the line with it in place (scoring all candidates costs a forward pass per token).
+        dev, V = next(model.parameters()).device, specials.base_vocab
+        mask = self.context_mask(len(ids) - 1, i, dev)
+        left = model(torch.tensor([ids[:-1]], device=dev), attn_mask=mask)["logits"][0, i - 1, :V]
+        candidates = left.topk(min(PROBE_CANDIDATES, V)).indices
+        cand = torch.tensor(ids, device=dev).repeat(len(candidates), 1)
+        cand[:, i] = candidates
+        logp = torch.log_softmax(model(cand[:, :-1], attn_mask=mask)["logits"], -1)
+        token_lp = logp.gather(-1, cand[:, 1:, None])[..., 0]
+        best = int(candidates[int(token_lp[:, i - 1 :].sum(1).argmax())])
+        return best, bool((candidates == ids[i]).any())
+
+
+class CausalLM(_LeftToRight):
+    name = "causal"
+
+    def batch(self, tokens: Tensor, specials: Specials, g: torch.Generator) -> Batch:
+        return causal_batch(tokens)
+
+    def reading_mask(self, n: int, device: torch.device | str = "cpu") -> Tensor | None:
+        return None  # its own default: causal, or none for the no-mask breakage (drawn as it reads)
+
+    def generation_prompt(self, tokenizer, split: np.ndarray, block_size: int, seed: int
+                          ) -> tuple[list[int], int | None]:
+        return tokenizer.encode_lossy("\n")[0], None  # a line break: the start of a line
+
+
+class PrefixLM(_LeftToRight):
+    name = "prefix"
+
+    def batch(self, tokens: Tensor, specials: Specials, g: torch.Generator) -> Batch:
+        return prefix_batch(tokens, g)
+
+    def context_mask(self, n: int, prefix_len: int, device: torch.device | str) -> Tensor:
+        return prefix_mask(torch.tensor([prefix_len]), n)[0].to(device)
+
+    def prompt_prefix(self, prompt_len: int) -> int | None:
+        return prompt_len
+
+    def generation_prompt(self, tokenizer, split: np.ndarray, block_size: int, seed: int
+                          ) -> tuple[list[int], int | None]:
+        # a seeded held-out prompt of block_size/2 tokens read as its prefix: from a bare start it would predict
+        # tokens it was rarely trained to predict
+        prompt = demo_prompt(split, block_size // 2, seed)
+        return prompt, len(prompt)
+
+
+class MaskedLM(Objective):
+    name = "mlm"
+    left_to_right = False
+    scoring = "pseudo-log-likelihood"
+    hidden_as = "BERT's 80/10/10 [MASK]/random/same"
+
+    @torch.no_grad()
+    def fill_in(self, model, seq: list[int], specials: Specials, g: torch.Generator) -> tuple[list[int], list[int]]:
+        """Hide tokens of seq as training does; (seq with [MASK] where hidden, seq with the model's guesses there)."""
+        device = next(model.parameters()).device
+        b = mlm_batch(torch.tensor([seq]), specials, g)
+        logits = model(b.x.to(device), attn_mask=b.mask.to(device))["logits"][0, :, : specials.base_vocab]
+        chosen = (b.y[0] != IGNORE).tolist()
+        pred = logits.argmax(-1).tolist()
+        masked = [specials.mask_id if c else t for c, t in zip(chosen, seq)]
+        return masked, [p if c else t for p, c, t in zip(pred, chosen, seq)]
+
+    def window_length(self, block_size: int) -> int:
+        return block_size
+
+    def batch(self, tokens: Tensor, specials: Specials, g: torch.Generator) -> Batch:
+        return mlm_batch(tokens, specials, g)
+
+    def reading_mask(self, n: int, device: torch.device | str = "cpu") -> Tensor | None:
+        return torch.ones(n, n, dtype=torch.bool, device=device)
+
+    def sequence_log_likelihood(self, model, ids: list[int], specials: Specials) -> Tensor:
+        dev, n = next(model.parameters()).device, len(ids)
+        x = torch.tensor(ids, device=dev)
+        rows = x.repeat(n, 1)
+        rows[torch.arange(n), torch.arange(n)] = specials.mask_id
+        logits = model(rows, attn_mask=torch.ones(n, n, dtype=torch.bool, device=dev))["logits"]
+        logp = torch.log_softmax(logits[torch.arange(n), torch.arange(n)].float(), -1)
+        return logp.gather(-1, x[:, None])[:, 0]
+
+    def recover(self, model, ids: list[int], i: int, specials: Specials) -> tuple[int, bool | None]:
+        dev = next(model.parameters()).device
+        x = torch.tensor([ids[:i] + [specials.mask_id] + ids[i + 1 :]], device=dev)
+        logits = model(x, attn_mask=torch.ones(len(ids), len(ids), dtype=torch.bool, device=dev))["logits"]
+        return int(logits[0, i, : specials.base_vocab].argmax()), None
+
+
+class SpanCorruption(Objective):
+    name = "span"
+    left_to_right = False
+    scoring = "pseudo-log-likelihood"
+    hidden_as = "one sentinel per span"
+
+    def fill_in(self, model, seq: list[int], specials: Specials, g: torch.Generator) -> tuple[list[int], list[int]]:
+        r = recover_spans(model, seq, specials, g)
+        return r["masked"], r["filled"]
+
+    def window_length(self, block_size: int) -> int:
+        return span_source_length(block_size)
+
+    def batch(self, tokens: Tensor, specials: Specials, g: torch.Generator) -> Batch:
+        return span_batch(tokens, specials, g)
+
+    def reading_mask(self, n: int, device: torch.device | str = "cpu") -> Tensor | None:
+        return make_causal_mask(n, device)  # as its targets are generated
+
+    def sequence_log_likelihood(self, model, ids: list[int], specials: Specials) -> Tensor:
+        # each token hidden in turn behind sentinel 0, then predicted after it: [ids with s0 at i | s0] -> ids[i]
+        dev, n = next(model.parameters()).device, len(ids)
+        x, s0 = torch.tensor(ids, device=dev), specials.sentinel(0)
+        rows = torch.cat([x.repeat(n, 1), torch.full((n, 1), s0, device=dev)], 1)
+        rows[torch.arange(n), torch.arange(n)] = s0
+        mask = prefix_mask(torch.tensor([n]), n + 1).to(dev)
+        logp = torch.log_softmax(model(rows, attn_mask=mask)["logits"][:, -1].float(), -1)
+        return logp.gather(-1, x[:, None])[:, 0]
+
+    def recover(self, model, ids: list[int], i: int, specials: Specials) -> tuple[int, bool | None]:
+        dev, s0 = next(model.parameters()).device, specials.sentinel(0)
+        inputs = ids[:i] + [s0] + ids[i + 1 :]
+        x = torch.tensor([inputs + [s0]], device=dev)
+        mask = prefix_mask(torch.tensor([len(inputs)]), x.size(1)).to(dev)
+        return int(model(x, attn_mask=mask)["logits"][0, -1, : specials.base_vocab].argmax()), None
+
+
+OBJECTIVES: dict[str, Objective] = {o.name: o for o in (CausalLM(), MaskedLM(), PrefixLM(), SpanCorruption())}
+
+
+def objective_named(name: str) -> Objective:
+    if name not in OBJECTIVES:
+        raise ValueError(f"unknown objective={name!r}; choose one of {', '.join(OBJECTIVES)}")
+    return OBJECTIVES[name]
