@@ -10,7 +10,7 @@ from pathlib import Path
 
 from miniformer.codehash import EVALUATION_CODE, TRAINING_CODE, code_hash
 from miniformer.crosscheck import peer_experiments
-from miniformer.study.findings import check_experiments
+from miniformer.study.claims import check_experiments
 from miniformer.params import Study
 
 configfile: "params.yaml"

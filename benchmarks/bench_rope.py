@@ -2,9 +2,10 @@
 
 1. In isolation, forward + backward (alternating, medians): the split alone (no rotation: what learned/none positions
    pay), the textbook rotate-half written with autograd ops (miniformer's first implementation), rotated copies of q
-   and k from one hand-written Function (the previous implementation, kept here to be measured), and the in-place
-   rotation the model uses (`positions.RotateQK`).
-2. The baseline's training step with rotated copies vs in place (two model instances swapping roles every trial).
+   and k from one hand-written Function, the in-place rotation of a later hand-written Function (both kept here to be
+   measured), and what the model uses: one complex multiply per q and k, differentiated by autograd.
+2. The baseline's training step with the in-place Function vs the autograd rotation (two model instances swapping
+   roles every trial).
 Usage: python benchmarks/bench_rope.py [--threads 2] [--rounds 9] [--trials 6]
 """
 
@@ -21,7 +22,7 @@ from torch import Tensor
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from bench_step import alternate_timed, print_ab, swapped_ab  # noqa: E402
 
-from miniformer.network.positions import Rotary, complex_pairs  # noqa: E402
+from miniformer.network.positions import Rotary, apply_rotary, complex_pairs  # noqa: E402
 
 B, T, H, D = 32, 128, 4, 32
 C = H * D
@@ -55,6 +56,51 @@ class RotatedCopies(torch.autograd.Function):
         return grad.view(ctx.shape[0], ctx.shape[1], -1), None, None, None
 
 
+class RotateQK(torch.autograd.Function):
+    """The previous implementation: rotate the query and key thirds of the fused (B, T, 3C) projection in place, and
+    the gradient likewise in the backward; kept here to be measured against the plain autograd rotation."""
+
+    @staticmethod
+    def forward(ctx, qkv: Tensor, rot: Tensor, slots: tuple[int, int], n_head: int):  # type: ignore[override]
+        _rotate_slots(qkv, rot, slots, n_head)
+        ctx.mark_dirty(qkv)
+        ctx.save_for_backward(rot)
+        ctx.slots, ctx.n_head = slots, n_head
+        return qkv
+
+    @staticmethod
+    def backward(ctx, grad: Tensor):  # type: ignore[override]
+        # A rotation's transpose is the rotation by the opposite angle: multiply by the conjugate. The gradient is
+        # the fresh concatenation that the split's backward built for this Function alone, so it is rotated in place.
+        (rot,) = ctx.saved_tensors
+        grad = grad.contiguous()  # a no-op for the concatenation; a copy only if autograd ever hands us another layout
+        _rotate_slots(grad, rot.conj(), ctx.slots, ctx.n_head)
+        return grad, None, None, None
+
+
+def _rotate_slots(qkv: Tensor, rot: Tensor, slots: tuple[int, int], n_head: int) -> None:
+    """Multiply the channel pairs of the given thirds of qkv (B, T, 3C) by rot (T, H, D/2), in place."""
+    B, T, C3 = qkv.shape
+    parts = qkv.view(B, T, 3, n_head, C3 // (3 * n_head))
+    for slot in slots:
+        part = parts[:, :, slot]
+        if qkv.dtype in (torch.float32, torch.float64):  # view_as_complex raises rather than copies: truly in place
+            torch.view_as_complex(part.unflatten(-1, (-1, 2))).mul_(rot)
+        else:  # bf16/fp16 under autocast: no complex view; rotate in fp32, store back
+            part.copy_(apply_rotary(part, rot))
+
+
+def in_place_hook(rope: Rotary, T_: int, device: torch.device, start: int = 0):
+    rot = rope.rotations(start + T_, device)[start:, None, :].expand(-1, rope.n_head, -1).contiguous()
+
+    def split_rotate(qkv: Tensor, roles: tuple[int, int, int]):
+        batch, length, width3 = qkv.shape
+        parts = RotateQK.apply(qkv, rot, roles[:2], rope.n_head).split(width3 // 3, dim=2)
+        return tuple(parts[i].view(batch, length, rope.n_head, rope.head_dim) for i in roles)
+
+    return split_rotate
+
+
 def rotated_copies_hook(rope: Rotary, T_: int, device: torch.device, start: int = 0):
     rot = rope.rotations(start + T_, device)[start:, None, :].expand(-1, rope.n_head, -1).contiguous()
     return lambda qkv, roles: RotatedCopies.apply(qkv, rot, roles, rope.n_head)
@@ -65,7 +111,7 @@ def isolation(rounds: int) -> None:
     grads = [torch.randn(B, H, T, D) for _ in range(3)]
     rope = Rotary(D, H)
     cpu = torch.device("cpu")
-    in_place, copies = rope.rotary(T, cpu), rotated_copies_hook(rope, T, cpu)
+    plain, in_place, copies = rope.rotary(T, cpu), in_place_hook(rope, T, cpu), rotated_copies_hook(rope, T, cpu)
     angles = torch.outer(torch.arange(T).float(), rope.inv_freq)
     cos, sin = angles.cos(), angles.sin()
 
@@ -81,7 +127,8 @@ def isolation(rounds: int) -> None:
         "split only (no rotation)": views,
         "rotate-half, autograd": autograd_rotate_half,
         "rotated copies (hand-written, previous)": lambda p: [t.transpose(1, 2) for t in copies(p, (0, 1, 2))],
-        "in place (RotateQK, used)": lambda p: [t.transpose(1, 2) for t in in_place(p, (0, 1, 2))],
+        "in place (hand-written, previous)": lambda p: [t.transpose(1, 2) for t in in_place(p, (0, 1, 2))],
+        "complex multiply, autograd (used)": lambda p: [t.transpose(1, 2) for t in plain(p, (0, 1, 2))],
     }
 
     def timed(fn, n: int = 20) -> float:
@@ -108,10 +155,10 @@ def main() -> None:
     print(f"RoPE at B={B} T={T} H={H} D={D}, {args.threads} threads.\n")
     isolation(args.rounds)
     if args.trials:
-        print("\nThe baseline's whole training step, rotated copies vs in place (used):\n")
-        results = swapped_ab(Rotary, "rotary", rotated_copies_hook, args.trials, 5)
-        # (off, on) = (in place, copies); the table shows the speed of in place over copies
-        print_ab([(t_copies, t_in_place) for t_in_place, t_copies in results], "rotated copies", "in place")
+        print("\nThe baseline's whole training step, in place (hand-written, previous) vs autograd (used):\n")
+        results = swapped_ab(Rotary, "rotary", in_place_hook, args.trials, 5)
+        # (off, on) = (autograd, in place); the table shows the speed of autograd over in place
+        print_ab([(t_in_place, t_plain) for t_plain, t_in_place in results], "in place", "autograd")
 
 
 if __name__ == "__main__":

@@ -9,7 +9,8 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from miniformer.study.findings import Evidence, breakages, check_experiments, claims, required_experiments
+from miniformer.study.claims import CLAIMS, check_experiments, claims, required_experiments
+from miniformer.study.findings import Evidence, breakages
 
 
 def seeds(val: float, **extra) -> dict:
@@ -141,8 +142,20 @@ ENTROPY = {"attn_single_head": seeds(2.0, attention_entropy=2.0, loss_spikes=0)}
 LEAK = {"attn_single_head": seeds(2.0, final_train_loss=2.0)}
 POSITIONS = {"pos_sinusoidal": seeds(2.0, loss_at_1x=2.0, loss_at_4x=4.0)}
 
+HEADS_U = {"attn_single_head": seeds(2.3), "heads_2": seeds(2.1), "heads_8": seeds(2.05), "heads_16": seeds(2.1),
+           "heads_32": seeds(2.4)}
+EXTRAPOLATION = {"pos_sinusoidal": seeds(2.0, loss_at_1x=2.0, loss_at_4x=4.0),
+                 "pos_alibi": seeds(2.0, loss_at_1x=2.0, loss_at_4x=2.0)}
+WARMUP = {"block_pre_norm_no_warmup": seeds(2.0), "block_post_norm": seeds(2.0),
+          "block_post_norm_no_warmup": seeds(2.5)}
+
 CLAIM_CASES = [
+    ("Head count has a U-shape at fixed width", HEADS_U, "reproduced"),
     ("Head count has a U-shape at fixed width", HEADS_MONOTONE, "not reproduced"),
+    ("Past the training length: sinusoidal worst, RoPE degrades, ALiBi best", EXTRAPOLATION, "reproduced"),
+    ("ALiBi stays flat past the training length", EXTRAPOLATION, "reproduced"),
+    ("Post-norm needs warm-up; pre-norm trains without", WARMUP, "reproduced"),
+    ("RMSNorm ≈ LayerNorm", {"block_rmsnorm": seeds(2.0)}, "reproduced"),
     ("Head count has a U-shape at fixed width", {}, "not run"),
     ("Learned ≈ sinusoidal positions in distribution", {"pos_learned": seeds(2.01), "pos_sinusoidal": seeds(2.0)},
      "reproduced"),
@@ -332,3 +345,15 @@ def test_a_failure_is_called_architectural_only_if_every_learning_rate_fails():
     assert rows["block_no_residual"].endswith("fails at every learning rate tried (0.002, 0.0005)")
     assert rows["block_post_norm"].endswith("trains at lr 0.0005: its own learning rate, not the architecture, fails")
     assert set(rows) == {"block_no_residual", "block_post_norm"}  # sweep points are read through their experiment
+
+
+@pytest.mark.parametrize("claim", CLAIMS, ids=[c.claim[:40] for c in CLAIMS])
+def test_each_claim_reads_the_runs_its_row_names(claim):
+    """A row's runs are what its judgement needs: with any one of them missing (the baseline aside, which every
+    interval reads) the verdict is 'not run', and required_experiments holds every one."""
+    reproduced = [runs for name, runs, verdict in CLAIM_CASES if name == claim.claim and verdict == "reproduced"]
+    assert reproduced, f"no reproduced case for {claim.claim!r}"
+    assert set(claim.runs) <= required_experiments()
+    for missing in set(claim.runs) - {"baseline"}:
+        runs = {k: v for k, v in reproduced[0].items() if k != missing}
+        assert by_claim({"baseline": base(), **runs})[claim.claim] == "not run", missing

@@ -78,9 +78,9 @@ def test_run_experiment_trains_and_evaluates_every_point(tmp_path, corpus, monke
     assert main(["prepare", "--params", str(tmp_path / "params.yaml"), "--out", str(tmp_path / "data")]) == 0
     # the tiny params lack the report's claim experiments: the stage refuses, naming them
     assert main(["run-experiment", "baseline", *common]) != 0
-    from miniformer.study import findings
+    from miniformer.study import claims
 
-    monkeypatch.setattr(findings, "required_experiments", lambda: set())
+    monkeypatch.setattr(claims, "required_experiments", lambda: set())
     assert main(["run-experiment", "baseline", *common]) == 0
     for run in ("baseline", "baseline/lr=0.004"):
         metrics = json.loads((tmp_path / "results" / "runs" / run / "seed0" / "metrics.json").read_text())

@@ -7,13 +7,7 @@ import sys
 from pathlib import Path
 
 from miniformer.errors import UserError
-
-DATA_DIR = Path("data/prepared")
-RESULTS = Path("results")
-
-
-def run_dir(results: Path, experiment: str, seed: int) -> Path:
-    return Path(results) / "runs" / experiment / f"seed{seed}"
+from miniformer.layout import DATA_DIR, RESULTS, eval_dir, run_dir
 
 
 def _study(args):
@@ -59,11 +53,6 @@ def cmd_train(args) -> None:
     print(f"{args.experiment}/seed{args.seed}: {status}, final val (estimate) {metrics['final_val_loss_estimate']}")
 
 
-def eval_dir(results: Path, experiment: str, seed: int) -> Path:
-    """Evaluation outputs live beside, not inside, the run folder: DVC forbids one stage's outputs inside another's."""
-    return Path(results) / "eval" / experiment / f"seed{seed}"
-
-
 def cmd_evaluate(args) -> None:
     from miniformer.evaluate import evaluate
 
@@ -81,7 +70,7 @@ def cmd_run_experiment(args) -> None:
     experiment (≈ 2 s each; the smoke study under DVC went from 200 s to 133 s). A re-run for an evaluation change
     does not retrain: the finished checkpoint of the same config and code is resumed at its last step.
     """
-    from miniformer.study.findings import check_experiments
+    from miniformer.study.claims import check_experiments
 
     study = _study(args)
     check_experiments(study.experiments)  # DVC's first stage per experiment: fail before training, not at the report

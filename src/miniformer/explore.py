@@ -13,6 +13,7 @@ import torch
 
 from miniformer.errors import UserError
 from miniformer.evaluate import load_run_model
+from miniformer.layout import DATA_DIR, eval_dir, run_name, seed_folder, trained_runs
 from miniformer.network.model import MiniFormer
 from miniformer.network.objectives import Objective, Specials, objective_named
 from miniformer.tokenizer import tokenizer_from_json
@@ -31,20 +32,15 @@ class LoadedRun:
         return objective_named(self.config["train"]["objective"])
 
 
-def find_runs(results: Path) -> list[Path]:
-    return sorted(p.parent for p in (Path(results) / "runs").glob("*/seed*/ckpt.pt"))
-
-
 def list_runs(results: Path) -> list[str]:
     lines = [f"{'experiment':28} {'seed':>4} {'steps':>6} {'val loss':>9}  path"]
-    for run in find_runs(results):
+    for run in trained_runs(results):
+        name, seed = run_name(results, run), int(run.name.removeprefix("seed"))
         m = json.loads((run / "metrics.json").read_text()) if (run / "metrics.json").exists() else {}
-        ev_path = Path(results) / "eval" / run.parent.name / run.name / "eval.json"
+        ev_path = eval_dir(results, name, seed) / "eval.json"
         val = json.loads(ev_path.read_text()).get("val_loss") if ev_path.exists() else m.get("final_val_loss_estimate")
         steps = m.get("steps_done", "…")
-        lines.append(
-            f"{run.parent.name:28} {run.name[4:]:>4} {steps!s:>6} {'n/a' if val is None else f'{val:.4f}':>9}  {run}"
-        )
+        lines.append(f"{name:28} {seed:>4} {steps!s:>6} {'n/a' if val is None else f'{val:.4f}':>9}  {run}")
     if len(lines) == 1:
         lines.append(f"(no trained runs under {results}/runs; run the study first)")
     return lines
@@ -57,9 +53,9 @@ def resolve_run(spec: str, results: Path, seed: int | None) -> Path:
         return p
     seeds = sorted((Path(results) / "runs" / spec).glob("seed*/ckpt.pt"))
     if seed is not None:
-        seeds = [s for s in seeds if s.parent.name == f"seed{seed}"]
+        seeds = [s for s in seeds if s.parent.name == seed_folder(seed)]
     if not seeds:
-        known = sorted({r.parent.name for r in find_runs(results)})
+        known = sorted({run_name(results, r) for r in trained_runs(results)})
         raise UserError(
             f"unknown run {spec!r}{'' if seed is None else f' seed {seed}'}; trained runs: "
             f"{', '.join(known) or 'none'} (see `miniformer runs`)"
@@ -70,7 +66,7 @@ def resolve_run(spec: str, results: Path, seed: int | None) -> Path:
 def load(spec: str, results: Path, seed: int | None = None, data_dir: Path | None = None) -> LoadedRun:
     path = resolve_run(spec, results, seed)
     model, config, ckpt = load_run_model(path, torch.device("cpu"))
-    meta_path = Path(data_dir or "data/prepared") / "meta.json"
+    meta_path = Path(data_dir or DATA_DIR) / "meta.json"
     if not meta_path.exists():
         raise UserError(f"no tokenizer at {str(meta_path)!r}; run `miniformer prepare` (or pass --data)")
     meta = json.loads(meta_path.read_text(encoding="utf-8"))

@@ -1,4 +1,4 @@
-"""Self-attention, built from the course's primitives (A2S2) and assembled into one switchable module.
+"""Self-attention, built from named primitives and assembled into one switchable module.
 
 The primitives are deliberately tiny: each is one line of tensor algebra with a name, so the module below reads as the
 equation softmax(mask(QKᵀ/√d)) V. The module adds the study's switches and a fast path through
@@ -16,7 +16,7 @@ import torch.nn.functional as F
 from torch import Tensor, nn
 
 # ---------------------------------------------------------------------------------------------------------------------
-# Primitives (names as in the seed notebook)
+# Primitives: one named step of attention each
 # ---------------------------------------------------------------------------------------------------------------------
 
 

@@ -113,14 +113,16 @@ class Rotary(PositionMethod):
 
     def rotary(self, T: int, device: torch.device, start: int = 0):
         # (T, H, D/2), materialised once per forward rather than broadcast over heads: the multiply then runs over
-        # H·D/2 contiguous numbers per token instead of D/2, which measured ~2x faster.
+        # H·D/2 contiguous numbers per token instead of D/2, which measured faster (benchmarks/bench_rope.py).
         rot = self.rotations(start + T, device)[start:, None, :].expand(-1, self.n_head, -1).contiguous()
 
         def split_rotate(qkv: Tensor, roles: tuple[int, int, int]) -> tuple[Tensor, Tensor, Tensor]:
+            """Split the fused (B, T, 3C) projection into (B, T, H, D) query, key, value; rotate query and key."""
             batch, length, width3 = qkv.shape
-            parts = RotateQK.apply(qkv, rot, roles[:2], self.n_head).split(width3 // 3, dim=2)
             heads = (batch, length, self.n_head, self.head_dim)
-            return tuple(parts[i].view(heads) for i in roles)  # type: ignore[return-value]
+            parts = qkv.split(width3 // 3, dim=2)
+            q, k, v = (parts[i].view(heads) for i in roles)
+            return apply_rotary(q, rot), apply_rotary(k, rot), v
 
         return split_rotate
 
@@ -141,48 +143,9 @@ def _full_precision(x: Tensor) -> Tensor:
 
 
 def apply_rotary(x: Tensor, rot: Tensor) -> Tensor:
-    """Reference RoPE: rotate the channel pairs of x (..., T, D) by the complex units rot (T, D/2)."""
+    """Rotate the channel pairs of x (..., T, [H,] D) by the complex units rot (T, [H,] D/2); autograd differentiates
+    the complex multiply (its transpose is the multiply by the conjugate)."""
     return torch.view_as_real(complex_pairs(_full_precision(x)) * rot).flatten(-2).type_as(x)
-
-
-class RotateQK(torch.autograd.Function):
-    """Rotate the query and key thirds of a fused (B, T, 3C) qkv projection in place; the backward likewise.
-
-    In place because RoPE's cost in the training step is memory more than arithmetic: rotated copies of q and k keep
-    4 MB per layer more alive until the backward (at the seed config). Alone, in place is the slower kernel; over the
-    whole step it measured ≈ 1 % faster than rotated copies (benchmarks/bench_rope.py, four runs: 1.001-1.015x).
-    Split and head views are then taken exactly as without RoPE.
-    ``slots`` says which thirds play query and key (the study's QKV-permutation switch).
-    """
-
-    @staticmethod
-    def forward(ctx, qkv: Tensor, rot: Tensor, slots: tuple[int, int], n_head: int):  # type: ignore[override]
-        _rotate_slots(qkv, rot, slots, n_head)
-        ctx.mark_dirty(qkv)
-        ctx.save_for_backward(rot)
-        ctx.slots, ctx.n_head = slots, n_head
-        return qkv
-
-    @staticmethod
-    def backward(ctx, grad: Tensor):  # type: ignore[override]
-        # A rotation's transpose is the rotation by the opposite angle: multiply by the conjugate. The gradient is
-        # the fresh concatenation that the split's backward built for this Function alone, so it is rotated in place.
-        (rot,) = ctx.saved_tensors
-        grad = grad.contiguous()  # a no-op for the concatenation; a copy only if autograd ever hands us another layout
-        _rotate_slots(grad, rot.conj(), ctx.slots, ctx.n_head)
-        return grad, None, None, None
-
-
-def _rotate_slots(qkv: Tensor, rot: Tensor, slots: tuple[int, int], n_head: int) -> None:
-    """Multiply the channel pairs of the given thirds of qkv (B, T, 3C) by rot (T, H, D/2), in place."""
-    B, T, C3 = qkv.shape
-    parts = qkv.view(B, T, 3, n_head, C3 // (3 * n_head))
-    for slot in slots:
-        part = parts[:, :, slot]
-        if qkv.dtype in _COMPLEX_VIEWABLE:  # view_as_complex raises rather than copies, so this is truly in place
-            torch.view_as_complex(part.unflatten(-1, (-1, 2))).mul_(rot)
-        else:  # bf16/fp16 under autocast: no complex view; rotate in fp32, store back
-            part.copy_(apply_rotary(part, rot))
 
 
 def alibi_slopes(n_head: int) -> Tensor:

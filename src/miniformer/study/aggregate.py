@@ -10,6 +10,7 @@ import pandas as pd
 
 from miniformer.errors import UserError
 from miniformer.files import atomic_write_text, write_json
+from miniformer.layout import eval_dir, run_dir, seed_folder
 from miniformer.params import Study
 
 
@@ -57,9 +58,8 @@ def _mean(xs: list[float]) -> float | None:
 
 def run_samples(results: Path, exp: str, seed: int) -> dict:
     """What the report's intervals resample: per-window val losses, per-item probe outcomes, the val curve."""
-    ev_dir, run_dir = results / "eval" / exp / f"seed{seed}", results / "runs" / exp / f"seed{seed}"
-    out = read_json(ev_dir / "windows.json")
-    curve = run_dir / "curve.json"
+    out = read_json(eval_dir(results, exp, seed) / "windows.json")
+    curve = run_dir(results, exp, seed) / "curve.json"
     if curve.exists():
         points = json.loads(curve.read_text(encoding="utf-8"))["points"]
         out["curve"] = {"steps": [p["step"] for p in points], "windows": [p["windows"] for p in points]}
@@ -85,16 +85,16 @@ def aggregate(study: Study, results: Path) -> dict:
     samples: dict[str, dict] = {}
     rows, perf = [], {}
     for exp, seed in study.runs():
-        train = read_json(results / "runs" / exp / f"seed{seed}" / "metrics.json")
-        ev = read_json(results / "eval" / exp / f"seed{seed}" / "eval.json")
+        train = read_json(run_dir(results, exp, seed) / "metrics.json")
+        ev = read_json(eval_dir(results, exp, seed) / "eval.json")
         scalars = run_scalars(train, ev)
-        nested.setdefault(exp, {})[f"seed{seed}"] = scalars
-        samples.setdefault(exp, {})[f"seed{seed}"] = run_samples(results, exp, seed)
+        nested.setdefault(exp, {})[seed_folder(seed)] = scalars
+        samples.setdefault(exp, {})[seed_folder(seed)] = run_samples(results, exp, seed)
         cfg = study.config(exp, seed)
         rows.append({"experiment": exp, "group": cfg.group, "seed": seed, **scalars})
-        perf_path = results / "runs" / exp / f"seed{seed}" / "perf.json"
+        perf_path = run_dir(results, exp, seed) / "perf.json"
         if perf_path.exists():
-            perf[f"{exp}/seed{seed}"] = json.loads(perf_path.read_text())
+            perf[f"{exp}/{seed_folder(seed)}"] = json.loads(perf_path.read_text())
     write_json(results / "metrics.json", nested)
     write_json(results / "headline.json", headline(nested))
     write_json(results / "windows.json", samples)

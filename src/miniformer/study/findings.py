@@ -1,6 +1,7 @@
-"""Verdicts computed from the run's metrics: every claim is an effect ± interval judged by one rule (stats.py).
+"""The evidence the claims read (metrics, per-window samples, sweeps), the breakage log and the peer cross-check.
 
-Every verdict is one of VERDICTS and comes from a comparison written here as code; the template only prints them.
+Every verdict is one of VERDICTS and comes from a comparison written as code (here and in claims.py, the claims'
+table); the template only prints them.
 """
 
 from __future__ import annotations
@@ -9,24 +10,20 @@ import math
 import statistics
 from dataclasses import dataclass, field
 
-from miniformer.errors import UserError
 from miniformer.params import FindingsConfig
 from miniformer.study.stats import (
     VERDICTS,
     Estimate,
     Interval,
     Samples,
-    all_of,
-    at_most,
     difference_quantity,
-    equivalent,
     greater,
     seed_spread,
     source_quantity,
     still_changing,
 )
 
-__all__ = ["VERDICTS", "Evidence", "Finding", "Metrics", "claims", "breakages", "required_experiments"]
+__all__ = ["VERDICTS", "Evidence", "Finding", "Metrics", "breakages", "peer_comparisons"]
 
 # Which experiment of params.yaml plays which role in the claims (and in the report's figures).
 HEAD_RUNS = {1: "attn_single_head", 2: "heads_2", 4: "baseline", 8: "heads_8", 16: "heads_16", 32: "heads_32"}
@@ -35,12 +32,6 @@ POSITION_RUNS = {"rope (baseline)": "baseline", "learned": "pos_learned", "sinus
 # The stability map: (norm placement, warm-up) -> the experiment whose learning-rate sweep fills that row.
 STABILITY_ROWS = {("pre", True): "baseline", ("pre", False): "block_pre_norm_no_warmup",
                   ("post", True): "block_post_norm", ("post", False): "block_post_norm_no_warmup"}
-
-
-def required_experiments() -> set[str]:
-    """Every experiment some claim reads: a params.yaml without one of them is refused when the report loads."""
-    return {*HEAD_RUNS.values(), *POSITION_RUNS.values(), *STABILITY_ROWS.values(), "attn_no_scale", "attn_no_mask",
-            "attn_qkv_swap", "block_rmsnorm", "block_no_residual", "obj_mlm", "obj_mlm_nope"}
 
 
 @dataclass
@@ -238,196 +229,6 @@ class Evidence:
 
 def _sub(x: float | None, y: float) -> float | None:
     return None if x is None else x - y
-
-
-def _fmt(x: float | None) -> str:
-    return "n/a" if x is None else f"{x:.3f}"
-
-
-def claims(ev: Evidence) -> list[Finding]:
-    """One Finding per published claim the study checks (source in each Finding), each computed from the metrics."""
-    m, margin = ev.m, ev.cfg.equivalence_margin
-    out: list[Finding] = []
-
-    def compare(claim: str, source: str, a: str, b: str, rule, label: str, curve: bool = True) -> None:
-        e = ev.effect(a, b)
-        verdict = rule(e)
-        out.append(Finding(claim, source, f"{label} val loss = {ev.text(e)}", verdict, {label: e},
-                           curve and ev.changing(a, b), (a, b) if curve else None))
-
-    # heads: a U has both ends worse than the best interior head count
-    interior = [h for h in HEAD_RUNS if h not in (1, 32) and m.has(HEAD_RUNS[h])]
-    if all(m.has(e) for e in HEAD_RUNS.values()) and interior:
-        best = min(interior, key=lambda h: m.mean(HEAD_RUNS[h], "val_loss"))
-        low_end, high_end = ev.effect(HEAD_RUNS[1], HEAD_RUNS[best]), ev.effect(HEAD_RUNS[32], HEAD_RUNS[best])
-        verdict = all_of([greater(low_end), greater(high_end)])
-        text = (", ".join(f"h={h}: {_fmt(m.mean(e, 'val_loss'))}" for h, e in HEAD_RUNS.items())
-                + f"; h=1 − h={best}: {ev.text(low_end)}; h=32 − h={best}: {ev.text(high_end)}")
-        ests = {"h=1 − best": low_end, "h=32 − best": high_end}
-    else:
-        verdict, text, ests = "not run", "head-count runs missing", {}
-    out.append(Finding("Head count has a U-shape at fixed width", "Vaswani 2017 T3-A", text, verdict, ests))
-
-    compare("Learned ≈ sinusoidal positions in distribution", "Vaswani 2017 T3-E", "pos_learned", "pos_sinusoidal",
-            lambda e: equivalent(e, margin), "learned − sinusoidal")
-
-    e = ev.scalar_effect("attn_single_head", "attn_no_scale", "attention_entropy")
-    out.append(Finding("1/√d keeps softmax out of saturation (no-scale: lower entropy)", "Vaswani 2017 §3.2.1",
-                       f"entropy scaled − unscaled = {ev.text(e)} nats", greater(e), {"entropy": e}))
-
-    out.extend(extrapolation_findings(ev))
-
-    e = ev.effect("pos_sinusoidal", "pos_alibi")
-    out.append(Finding("At short training length ALiBi does not win in distribution", "Press 2022 App. T5",
-                       f"sinusoidal − ALiBi val loss = {ev.text(e)} (holds if ≤ {margin})", at_most(e, margin),
-                       {"sinusoidal − alibi": e}, ev.changing("pos_sinusoidal", "pos_alibi"),
-                       ("pos_sinusoidal", "pos_alibi")))
-
-    # every evaluated length past block_size (the multiples come from params: keys loss_at_<m>x with m > 1)
-    past = [v for r in m.nested.get("pos_learned", {}).values() for k, v in r.items()
-            if k.startswith("loss_at_") and int(k[len("loss_at_"):-1]) > 1]
-    undefined = bool(past) and all(v is None for v in past)
-    out.append(Finding("Learned absolute positions cannot extrapolate", "Press 2022 fn. 4",
-                       "loss past block_size: " + ("undefined at every length (the model raises)" if undefined
-                                                   else "defined"),
-                       "not run" if not past else ("reproduced" if undefined else "not reproduced")))
-
-    e = ev.effect("pos_none", "baseline")
-    out.append(Finding("Causal LM without positions is close to with", "Haviv 2022 T1",
-                       f"NoPE − RoPE val loss = {ev.text(e)} (close: ≤ {margin})", at_most(e, margin),
-                       {"none − rope": e}, ev.changing("pos_none", "baseline"), ("pos_none", "baseline")))
-
-    compare("Masked LM without positions fails", "Haviv 2022 T4", "obj_mlm_nope", "obj_mlm", greater,
-            "MLM NoPE − MLM RoPE")
-
-    causal, mlm = ev.preference("pos_none"), ev.preference("obj_mlm_nope")
-    # A bidirectional model without positions is permutation-equivariant: it ties on every pair by construction,
-    # whatever the seed — a structural result, judged as such; otherwise its preference must sit at chance.
-    ties = m.values("obj_mlm_nope", "order_ties")
-    exact = bool(ties) and all(t == 1.0 for t in ties)
-    mlm_verdict = "reproduced" if exact else equivalent(mlm, ev.cfg.chance_margin)
-    mlm_text = "ties on every pair (permutation-equivariant)" if exact else (
-        f"{ev.text(mlm)} (at chance: within ± {ev.cfg.chance_margin})")
-    out.append(Finding("Without positions a causal LM still tells order (the mask leaks it); an MLM cannot",
-                       "Haviv 2022 T1/T4", f"true order preferred − 50 % on minimal pairs: causal NoPE "
-                       f"{ev.text(causal)}; MLM NoPE {mlm_text}",
-                       all_of([greater(causal), mlm_verdict if mlm is not None else "not run"]),
-                       {"causal NoPE": causal, "MLM NoPE": mlm}))
-
-    out.append(warmup_finding(ev))
-
-    best_post, best_pre = ev.best_lr_run("block_post_norm"), ev.best_lr_run("baseline")
-    e = ev.effect(best_post, best_pre) if best_post and best_pre else None
-    out.append(Finding("With warm-up, pre-norm is not always better at the end", "Nguyen & Salazar 2019",
-                       f"post − pre val loss, each at its best learning rate ({best_post}, {best_pre}) = "
-                       f"{ev.text(e)} (holds if ≤ {margin})", at_most(e, margin), {"post − pre": e},
-                       bool(best_post and best_pre) and ev.changing(best_post, best_pre),
-                       (best_post, best_pre) if best_post and best_pre else None))
-
-    compare("RMSNorm ≈ LayerNorm", "Zhang & Sennrich 2019", "block_rmsnorm", "baseline",
-            lambda e: equivalent(e, margin), "RMSNorm − LayerNorm")
-
-    best_nores = ev.best_lr_run("block_no_residual") or "block_no_residual"
-    d_loss = ev.effect(best_nores, "baseline")  # "much worse" must hold at the best learning rate tried
-    d_u = ev.scalar_effect("block_no_residual", "baseline", "hidden_uniformity")
-    out.append(Finding("No residual → token representations collapse toward uniform", "Dong 2021",
-                       f"mean cosine without − with residual = {ev.text(d_u)}; val loss at its best learning rate "
-                       f"({best_nores}) − baseline = {ev.text(d_loss)}",
-                       all_of([greater(d_loss), greater(d_u)]), {"uniformity": d_u, "val loss": d_loss}))
-
-    ent = ev.scalar_effect("attn_single_head", "attn_no_scale", "attention_entropy")
-    spikes = ev.count_effect("attn_no_scale", "attn_single_head", "loss_spikes")
-    out.append(Finding("Low attention entropy goes with instability", "Zhai 2023",
-                       f"scaled − unscaled entropy = {ev.text(ent)} nats; unscaled − scaled loss spikes = "
-                       f"{ev.text(spikes)}", all_of([greater(ent), greater(spikes)]),
-                       {"entropy": ent, "spikes": spikes}))
-
-    e = ev.effect("obj_mlm", "baseline", source="probe", key="recovery_accuracy")
-    out.append(Finding("Denoising objectives beat plain LM on a recovery probe", "Raffel 2020 T2/T4",
-                       f"recovery accuracy MLM − causal = {ev.text(e)} "
-                       f"(MLM {_fmt(m.mean('obj_mlm', 'recovery_accuracy'))}, causal "
-                       f"{_fmt(m.mean('baseline', 'recovery_accuracy'))})", greater(e), {"accuracy": e}))
-
-    leak = ev.scalar_effect("attn_single_head", "attn_no_mask", "final_train_loss")
-    restored = restored_effect(ev)
-    out.append(Finding("No causal mask → leaked, too-low train loss", "first principles",
-                       f"train loss with − without the mask = {ev.text(leak)}; val loss without the mask, scored "
-                       f"with it restored, minus with = {ev.text(restored)}",
-                       all_of([greater(leak), greater(restored)]), {"train": leak, "restored": restored}))
-
-    compare("Swapping Q/K roles is a relabelling (no change)", "first principles", "attn_qkv_swap",
-            "attn_single_head", lambda e: equivalent(e, margin), "swapped − single-head")
-    return out
-
-
-def restored_effect(ev: Evidence) -> Estimate | None:
-    """The no-mask run scored with the causal mask put back, minus the masked single-head run (paired windows)."""
-    a, b = ev.runs("attn_no_mask"), ev.runs("attn_single_head")
-    if a and b and all(r.size("val_with_causal_mask") for r in a) and all(r.size("val") for r in b):
-        # the same windows: pair window i of one source with window i of the other
-        renamed = [Samples({"val": r.raw["val_with_causal_mask"]}) for r in a]
-        return ev.paired(source_quantity("val"), ["val"], renamed, b)
-    va, vb = ev.m.mean("attn_no_mask", "val_loss_with_causal_mask"), ev.m.mean("attn_single_head", "val_loss")
-    if va is None or vb is None:
-        return None
-    sd, df = seed_spread(ev.m.values("baseline", "val_loss"))
-    return ev.interval.combine(va - vb, 0.0, sd * math.sqrt(2), df)
-
-
-def warmup_finding(ev: Evidence) -> Finding:
-    """Xiong 2020, judged over the learning-rate sweep: without warm-up post-norm cannot reach, at any rate tried,
-    what it reaches with warm-up; pre-norm without warm-up reaches (within the margin) what it does with it."""
-    margin = ev.cfg.equivalence_margin
-    best = {row: ev.best_lr_run(exp) for row, exp in STABILITY_ROWS.items()}
-    if any(v is None for v in best.values()):
-        return Finding("Post-norm needs warm-up; pre-norm trains without", "Xiong 2020", "runs missing", "not run")
-    post = ev.effect(best[("post", False)], best[("post", True)])
-    pre = ev.effect(best[("pre", False)], best[("pre", True)])
-    lrs = {exp: len(ev.sweeps.get(exp, [])) or 1 for exp in STABILITY_ROWS.values()}
-    text = (f"best over {lrs['block_post_norm_no_warmup']} learning rates: post-norm without − with warm-up = "
-            f"{ev.text(post)}; pre-norm without − with warm-up = {ev.text(pre)} (holds if ≤ {margin}); "
-            f"best runs: {', '.join(best.values())}")
-    return Finding("Post-norm needs warm-up; pre-norm trains without", "Xiong 2020", text,
-                   all_of([greater(post), at_most(pre, margin)]), {"post": post, "pre": pre})
-
-
-def extrapolation_findings(ev: Evidence) -> list[Finding]:
-    """Press 2022: past the training length sinusoidal explodes, RoPE degrades, ALiBi stays flat. Growth = loss at the
-    longest evaluated length (params' eval.length_multiples) minus loss at block_size."""
-    m, margin = ev.m, ev.cfg.equivalence_margin
-    multiples = sorted({int(k[len("loss_at_"):-1]) for runs in m.nested.values() for r in runs.values() for k in r
-                        if k.startswith("loss_at_")})
-    top = max(multiples) if multiples else None
-    if top is None or top == 1:
-        return [Finding("Past the training length: sinusoidal worst, RoPE degrades, ALiBi best", "Press 2022 App. T2",
-                        "no length past block_size evaluated", "not run"),
-                Finding("ALiBi stays flat past the training length", "Press 2022 App. T2",
-                        "no length past block_size evaluated", "not run")]
-    sin_vs_rope = ev.growth("pos_sinusoidal", "baseline", top)
-    rope_vs_alibi = ev.growth("baseline", "pos_alibi", top)
-    alibi = ev.growth("pos_alibi", None, top)
-    growth = {name: ev._scalar_growth(exp, top) for name, exp in
-              (("sinusoidal", "pos_sinusoidal"), ("rope", "baseline"), ("alibi", "pos_alibi"))}
-    text = (", ".join(f"{k} {_fmt(v)}" for k, v in growth.items()) + f" (loss at {top}× minus 1×); sinusoidal − RoPE "
-            f"growth = {ev.text(sin_vs_rope)}; RoPE − ALiBi growth = {ev.text(rope_vs_alibi)}")
-    return [
-        Finding("Past the training length: sinusoidal worst, RoPE degrades, ALiBi best", "Press 2022 App. T2", text,
-                all_of([greater(sin_vs_rope), greater(rope_vs_alibi)]),
-                {"sinusoidal − rope": sin_vs_rope, "rope − alibi": rope_vs_alibi}),
-        Finding("ALiBi stays flat past the training length", "Press 2022 App. T2",
-                f"ALiBi loss growth at {top}× = {ev.text(alibi)} (flat: ≤ {margin})", at_most(alibi, margin),
-                {"alibi growth": alibi}),
-    ]
-
-
-def check_experiments(names: set[str] | list[str]) -> None:
-    """A claim's experiment renamed or removed from params.yaml is an error, not a silent 'not run'."""
-    missing = sorted(required_experiments() - set(names))
-    if missing:
-        raise UserError(
-            f"params: the report's claims need experiment(s) {', '.join(missing)}, which params.yaml does not define; "
-            "restore them (or rename them back): see findings.required_experiments"
-        )
 
 
 def breakages(ev: Evidence, hypotheses: dict[str, str], groups: dict[str, str]) -> list[dict]:

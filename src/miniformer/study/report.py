@@ -13,11 +13,13 @@ import torch
 from jinja2 import Environment, PackageLoader, select_autoescape
 
 from miniformer.crosscheck import read_crosscheck
-from miniformer.evaluate import PROBE_CANDIDATES
 from miniformer.files import atomic_write_text, write_json
+from miniformer.layout import eval_dir, run_dir, seed_folder
+from miniformer.network.objectives import PROBE_CANDIDATES
 from miniformer.params import Study
 from miniformer.study import figures
 from miniformer.study.aggregate import read_json
+from miniformer.study.claims import check_experiments, claims
 from miniformer.study.findings import (
     HEAD_RUNS,
     POSITION_RUNS,
@@ -25,8 +27,6 @@ from miniformer.study.findings import (
     VERDICTS,
     Evidence,
     breakages,
-    check_experiments,
-    claims,
     peer_comparisons,
 )
 
@@ -41,20 +41,20 @@ class RunFiles:
         return self.study.seeds_for(exp)[0]
 
     def log(self, exp: str, seed: int | None = None) -> pd.DataFrame:
-        path = self.results / "runs" / exp / f"seed{self.seed(exp) if seed is None else seed}" / "log.tsv"
+        path = run_dir(self.results, exp, self.seed(exp) if seed is None else seed) / "log.tsv"
         return pd.read_csv(path, sep="\t") if path.exists() else pd.DataFrame()
 
     def eval(self, exp: str) -> dict:
-        return read_json(self.results / "eval" / exp / f"seed{self.seed(exp)}" / "eval.json")
+        return read_json(eval_dir(self.results, exp, self.seed(exp)) / "eval.json")
 
     def attention(self, exp: str) -> dict:
-        return read_json(self.results / "eval" / exp / f"seed{self.seed(exp)}" / "attention.json")
+        return read_json(eval_dir(self.results, exp, self.seed(exp)) / "attention.json")
 
     def generations(self, exp: str) -> dict:
-        return read_json(self.results / "eval" / exp / f"seed{self.seed(exp)}" / "generations.json")
+        return read_json(eval_dir(self.results, exp, self.seed(exp)) / "generations.json")
 
     def samples(self, exp: str) -> list[dict]:
-        path = self.results / "runs" / exp / f"seed{self.seed(exp)}" / "samples.jsonl"
+        path = run_dir(self.results, exp, self.seed(exp)) / "samples.jsonl"
         return [json.loads(line) for line in path.read_text(encoding="utf-8").splitlines()] if path.exists() else []
 
 
@@ -178,7 +178,7 @@ def build_report(study: Study, results: Path, out: Path, data_dir: Path = Path("
     uniformity = {e: m.mean(e, "hidden_uniformity") for e in block_exps}
 
     # 7. training of the mini-former
-    base_logs = {f"seed{s}": files.log("baseline", s) for s in study.seeds_for("baseline")}
+    base_logs = {seed_folder(s): files.log("baseline", s) for s in study.seeds_for("baseline")}
     figs["train_val"] = figures.to_base64_png(
         figures.curves(
             {f"{k} train": df.rename(columns={"train_loss": "y"}) for k, df in base_logs.items()}
@@ -202,7 +202,7 @@ def build_report(study: Study, results: Path, out: Path, data_dir: Path = Path("
 
     # fidelity: the peer implementation's numbers, when `miniformer crosscheck` has run
     peer = {e: v for e, v in read_crosscheck(results / "crosscheck").items() if e in nested}
-    crosscheck = peer_comparisons(m, peer, {e: f"seed{files.seed(e)}" for e in peer})
+    crosscheck = peer_comparisons(m, peer, {e: seed_folder(files.seed(e)) for e in peer})
     peer_version = next(iter(peer.values()), {}).get("peer_version")
     init_pair = {e: m.mean(e, "val_loss") for e in ("block_post_norm", "block_post_norm_gpt2_init", "baseline",
                                                      "block_gpt2_init") if m.has(e)}

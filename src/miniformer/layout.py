@@ -1,0 +1,37 @@
+"""Where a study keeps its files: the one home for the results layout every stage and command reads.
+
+results/runs/<run>/seed<k>/   what training writes (checkpoint, step log, curve, samples, metrics)
+results/eval/<run>/seed<k>/   what evaluation writes: beside, not inside, the run folder, since DVC forbids one stage's
+                              outputs inside another's
+<run> is an experiment name, or <experiment>/lr=<value> for a point of its learning-rate sweep. The Snakemake rules
+spell the same layout as path patterns (workflow/rules/study.smk).
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+DATA_DIR = Path("data/prepared")
+RESULTS = Path("results")
+
+
+def seed_folder(seed: int) -> str:
+    return f"seed{seed}"
+
+
+def run_dir(results: Path, run: str, seed: int) -> Path:
+    return Path(results) / "runs" / run / seed_folder(seed)
+
+
+def eval_dir(results: Path, run: str, seed: int) -> Path:
+    return Path(results) / "eval" / run / seed_folder(seed)
+
+
+def trained_runs(results: Path) -> list[Path]:
+    """Every run folder with a checkpoint, sweep points included."""
+    return sorted(p.parent for p in (Path(results) / "runs").rglob("seed*/ckpt.pt"))
+
+
+def run_name(results: Path, folder: Path) -> str:
+    """The run a run folder belongs to (its path under results/runs, without the seed)."""
+    return Path(folder).parent.relative_to(Path(results) / "runs").as_posix()

@@ -1,0 +1,285 @@
+"""The published claims the study checks, as a table: what is claimed, where, which runs it reads, how it is judged.
+
+Most claims compare one measured quantity between two runs under one rule of stats.py (greater, equivalent,
+at most): they are a row built by ``compare``. The rest need more than one comparison (a U-shape, a claim judged at
+each variant's best learning rate, two effects that must both hold) and name a function below, which returns the
+same ``Judgement``. Adding a claim is adding a row; every row goes through the same verdict rule, and the experiments
+a row names are the ones params.yaml must define (``required_experiments``).
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable
+from dataclasses import dataclass, field
+
+from miniformer.errors import UserError
+from miniformer.study.findings import HEAD_RUNS, STABILITY_ROWS, Evidence, Finding
+from miniformer.study.stats import Estimate, Samples, all_of, at_most, equivalent, greater, seed_spread, source_quantity
+
+
+@dataclass
+class Judgement:
+    measurement: str
+    verdict: str
+    estimates: dict[str, Estimate | None] = field(default_factory=dict)
+    still_changing: bool = False
+    curve: tuple[str, str] | None = None  # the runs whose val-loss effect the report follows over training
+
+
+Judge = Callable[[Evidence], Judgement]
+
+
+@dataclass(frozen=True)
+class Claim:
+    claim: str
+    source: str
+    runs: tuple[str, ...]  # the experiments the judgement reads
+    judge: Judge
+
+    def finding(self, ev: Evidence) -> Finding:
+        j = self.judge(ev)
+        return Finding(self.claim, self.source, j.measurement, j.verdict, j.estimates, j.still_changing, j.curve)
+
+
+# --- the one-comparison claims ---------------------------------------------------------------------------------------
+
+# rule name -> the verdict of an estimate, and what the measurement says the rule is; the margin comes from params
+RULES: dict[str, Callable[[Evidence, Estimate | None], str]] = {
+    "greater": lambda ev, e: greater(e),
+    "equivalent": lambda ev, e: equivalent(e, ev.cfg.equivalence_margin),
+    "at_most": lambda ev, e: at_most(e, ev.cfg.equivalence_margin),
+}
+RULE_NOTES = {"greater": "", "equivalent": " (equivalent: within ± {m})", "at_most": " (holds if ≤ {m})"}
+
+
+# The quantities with per-window (or per-item) samples, so a paired-bootstrap interval: metrics.json key -> source.
+SAMPLED = {"val_loss": "val", "recovery_accuracy": "probe"}
+
+
+def compare(a: str, b: str, rule: str, label: str, key: str = "val_loss", quantity: str = "val loss",
+            unit: str = "") -> Judge:
+    """a − b of one metrics.json quantity judged by ``rule``. Sampled quantities carry the paired-bootstrap + seed
+    interval, the others the seed part alone; a val-loss effect is also followed over training."""
+
+    def judge(ev: Evidence) -> Judgement:
+        e = ev.effect(a, b, source=SAMPLED[key], key=key) if key in SAMPLED else ev.scalar_effect(a, b, key)
+        note = RULE_NOTES[rule].format(m=ev.cfg.equivalence_margin)
+        followed = key == "val_loss"
+        return Judgement(f"{label} {quantity} = {ev.text(e)}{unit}{note}", RULES[rule](ev, e), {label: e},
+                         followed and ev.changing(a, b), (a, b) if followed else None)
+
+    return judge
+
+
+# --- the compound claims ---------------------------------------------------------------------------------------------
+
+
+def head_u_shape(ev: Evidence) -> Judgement:
+    """Both ends of the head sweep (1 and 32 heads) worse than the best interior head count."""
+    m = ev.m
+    interior = [h for h in HEAD_RUNS if h not in (1, 32) and m.has(HEAD_RUNS[h])]
+    if not all(m.has(e) for e in HEAD_RUNS.values()) or not interior:
+        return Judgement("head-count runs missing", "not run")
+    best = min(interior, key=lambda h: m.mean(HEAD_RUNS[h], "val_loss"))
+    low_end, high_end = ev.effect(HEAD_RUNS[1], HEAD_RUNS[best]), ev.effect(HEAD_RUNS[32], HEAD_RUNS[best])
+    text = (", ".join(f"h={h}: {_fmt(m.mean(e, 'val_loss'))}" for h, e in HEAD_RUNS.items())
+            + f"; h=1 − h={best}: {ev.text(low_end)}; h=32 − h={best}: {ev.text(high_end)}")
+    return Judgement(text, all_of([greater(low_end), greater(high_end)]),
+                     {"h=1 − best": low_end, "h=32 − best": high_end})
+
+
+def _top_multiple(ev: Evidence) -> int | None:
+    """The longest evaluated length, as a multiple of block_size (params' eval.length_multiples)."""
+    multiples = {int(k[len("loss_at_"):-1]) for runs in ev.m.nested.values() for r in runs.values() for k in r
+                 if k.startswith("loss_at_")}
+    return max(multiples) if multiples else None
+
+
+def extrapolation_order(ev: Evidence) -> Judgement:
+    """Press 2022: growth (loss at the longest length minus at block_size) sinusoidal > RoPE > ALiBi."""
+    top = _top_multiple(ev)
+    if top is None or top == 1:
+        return Judgement("no length past block_size evaluated", "not run")
+    sin_vs_rope = ev.growth("pos_sinusoidal", "baseline", top)
+    rope_vs_alibi = ev.growth("baseline", "pos_alibi", top)
+    growth = {name: ev._scalar_growth(exp, top) for name, exp in
+              (("sinusoidal", "pos_sinusoidal"), ("rope", "baseline"), ("alibi", "pos_alibi"))}
+    text = (", ".join(f"{k} {_fmt(v)}" for k, v in growth.items()) + f" (loss at {top}× minus 1×); sinusoidal − RoPE "
+            f"growth = {ev.text(sin_vs_rope)}; RoPE − ALiBi growth = {ev.text(rope_vs_alibi)}")
+    return Judgement(text, all_of([greater(sin_vs_rope), greater(rope_vs_alibi)]),
+                     {"sinusoidal − rope": sin_vs_rope, "rope − alibi": rope_vs_alibi})
+
+
+def alibi_flat(ev: Evidence) -> Judgement:
+    top = _top_multiple(ev)
+    if top is None or top == 1:
+        return Judgement("no length past block_size evaluated", "not run")
+    alibi = ev.growth("pos_alibi", None, top)
+    return Judgement(f"ALiBi loss growth at {top}× = {ev.text(alibi)} (flat: ≤ {ev.cfg.equivalence_margin})",
+                     at_most(alibi, ev.cfg.equivalence_margin), {"alibi growth": alibi})
+
+
+def learned_cannot_extrapolate(ev: Evidence) -> Judgement:
+    """Structural: the learned table has no vector past block_size, so every longer length must be undefined."""
+    past = [v for r in ev.m.nested.get("pos_learned", {}).values() for k, v in r.items()
+            if k.startswith("loss_at_") and int(k[len("loss_at_"):-1]) > 1]
+    undefined = bool(past) and all(v is None for v in past)
+    text = "loss past block_size: " + ("undefined at every length (the model raises)" if undefined else "defined")
+    return Judgement(text, "not run" if not past else ("reproduced" if undefined else "not reproduced"))
+
+
+def order_without_positions(ev: Evidence) -> Judgement:
+    """Haviv 2022: causal NoPE prefers the true order of minimal pairs; MLM NoPE cannot tell the orders apart."""
+    causal, mlm = ev.preference("pos_none"), ev.preference("obj_mlm_nope")
+    # A bidirectional model without positions is permutation-equivariant: it ties on every pair by construction,
+    # whatever the seed — a structural result, judged as such; otherwise its preference must sit at chance.
+    ties = ev.m.values("obj_mlm_nope", "order_ties")
+    exact = bool(ties) and all(t == 1.0 for t in ties)
+    mlm_verdict = "reproduced" if exact else equivalent(mlm, ev.cfg.chance_margin)
+    mlm_text = "ties on every pair (permutation-equivariant)" if exact else (
+        f"{ev.text(mlm)} (at chance: within ± {ev.cfg.chance_margin})")
+    return Judgement(f"true order preferred − 50 % on minimal pairs: causal NoPE {ev.text(causal)}; MLM NoPE "
+                     f"{mlm_text}", all_of([greater(causal), mlm_verdict if mlm is not None else "not run"]),
+                     {"causal NoPE": causal, "MLM NoPE": mlm})
+
+
+def warmup_needed(ev: Evidence) -> Judgement:
+    """Xiong 2020, judged over the learning-rate sweep: without warm-up post-norm cannot reach, at any rate tried,
+    what it reaches with warm-up; pre-norm without warm-up reaches (within the margin) what it does with it."""
+    margin = ev.cfg.equivalence_margin
+    best = {row: ev.best_lr_run(exp) for row, exp in STABILITY_ROWS.items()}
+    if any(v is None for v in best.values()):
+        return Judgement("runs missing", "not run")
+    post = ev.effect(best[("post", False)], best[("post", True)])
+    pre = ev.effect(best[("pre", False)], best[("pre", True)])
+    rates = len(ev.sweeps.get("block_post_norm_no_warmup", [])) or 1
+    text = (f"best over {rates} learning rates: post-norm without − with warm-up = {ev.text(post)}; pre-norm "
+            f"without − with warm-up = {ev.text(pre)} (holds if ≤ {margin}); best runs: {', '.join(best.values())}")
+    return Judgement(text, all_of([greater(post), at_most(pre, margin)]), {"post": post, "pre": pre})
+
+
+def post_norm_not_worse(ev: Evidence) -> Judgement:
+    """Nguyen & Salazar 2019: with warm-up, post-norm at its best learning rate is not worse than pre-norm at its."""
+    best_post, best_pre = ev.best_lr_run("block_post_norm"), ev.best_lr_run("baseline")
+    both = bool(best_post and best_pre)
+    e = ev.effect(best_post, best_pre) if both else None
+    return Judgement(f"post − pre val loss, each at its best learning rate ({best_post}, {best_pre}) = {ev.text(e)} "
+                     f"(holds if ≤ {ev.cfg.equivalence_margin})", at_most(e, ev.cfg.equivalence_margin),
+                     {"post − pre": e}, both and ev.changing(best_post, best_pre),
+                     (best_post, best_pre) if both else None)
+
+
+def residual_collapse(ev: Evidence) -> Judgement:
+    """Dong 2021: without residuals token states grow alike, and the loss is worse even at the best rate tried."""
+    best_nores = ev.best_lr_run("block_no_residual") or "block_no_residual"
+    d_loss = ev.effect(best_nores, "baseline")
+    d_u = ev.scalar_effect("block_no_residual", "baseline", "hidden_uniformity")
+    return Judgement(f"mean cosine without − with residual = {ev.text(d_u)}; val loss at its best learning rate "
+                     f"({best_nores}) − baseline = {ev.text(d_loss)}", all_of([greater(d_loss), greater(d_u)]),
+                     {"uniformity": d_u, "val loss": d_loss})
+
+
+def entropy_and_instability(ev: Evidence) -> Judgement:
+    """Zhai 2023: the unscaled model's lower attention entropy goes with more loss spikes."""
+    ent = ev.scalar_effect("attn_single_head", "attn_no_scale", "attention_entropy")
+    spikes = ev.count_effect("attn_no_scale", "attn_single_head", "loss_spikes")
+    return Judgement(f"scaled − unscaled entropy = {ev.text(ent)} nats; unscaled − scaled loss spikes = "
+                     f"{ev.text(spikes)}", all_of([greater(ent), greater(spikes)]), {"entropy": ent, "spikes": spikes})
+
+
+def denoising_recovers(ev: Evidence) -> Judgement:
+    e = compare("obj_mlm", "baseline", "greater", "MLM − causal", "recovery_accuracy", "recovery accuracy")(ev)
+    e.measurement += (f" (MLM {_fmt(ev.m.mean('obj_mlm', 'recovery_accuracy'))}, causal "
+                      f"{_fmt(ev.m.mean('baseline', 'recovery_accuracy'))})")
+    return e
+
+
+def restored_effect(ev: Evidence) -> Estimate | None:
+    """The no-mask run scored with the causal mask put back, minus the masked single-head run (paired windows)."""
+    a, b = ev.runs("attn_no_mask"), ev.runs("attn_single_head")
+    if a and b and all(r.size("val_with_causal_mask") for r in a) and all(r.size("val") for r in b):
+        # the same windows: pair window i of one source with window i of the other
+        renamed = [Samples({"val": r.raw["val_with_causal_mask"]}) for r in a]
+        return ev.paired(source_quantity("val"), ["val"], renamed, b)
+    va, vb = ev.m.mean("attn_no_mask", "val_loss_with_causal_mask"), ev.m.mean("attn_single_head", "val_loss")
+    if va is None or vb is None:
+        return None
+    sd, df = seed_spread(ev.m.values("baseline", "val_loss"))
+    return ev.interval.combine(va - vb, 0.0, sd * math.sqrt(2), df)
+
+
+def mask_leak(ev: Evidence) -> Judgement:
+    """Without the mask the train loss is too low (it reads the answer), and restoring the mask at test time shows
+    the model learned to rely on the leak (its loss is worse than a masked model's)."""
+    leak = ev.scalar_effect("attn_single_head", "attn_no_mask", "final_train_loss")
+    restored = restored_effect(ev)
+    return Judgement(f"train loss with − without the mask = {ev.text(leak)}; val loss without the mask, scored with "
+                     f"it restored, minus with = {ev.text(restored)}", all_of([greater(leak), greater(restored)]),
+                     {"train": leak, "restored": restored})
+
+
+def _fmt(x: float | None) -> str:
+    return "n/a" if x is None else f"{x:.3f}"
+
+
+# --- the table -------------------------------------------------------------------------------------------------------
+
+_STABILITY = tuple(STABILITY_ROWS.values())
+CLAIMS: tuple[Claim, ...] = (
+    Claim("Head count has a U-shape at fixed width", "Vaswani 2017 T3-A", tuple(HEAD_RUNS.values()), head_u_shape),
+    Claim("Learned ≈ sinusoidal positions in distribution", "Vaswani 2017 T3-E", ("pos_learned", "pos_sinusoidal"),
+          compare("pos_learned", "pos_sinusoidal", "equivalent", "learned − sinusoidal")),
+    Claim("1/√d keeps softmax out of saturation (no-scale: lower entropy)", "Vaswani 2017 §3.2.1",
+          ("attn_single_head", "attn_no_scale"),
+          compare("attn_single_head", "attn_no_scale", "greater", "scaled − unscaled", "attention_entropy",
+                  "attention entropy", " nats")),
+    Claim("Past the training length: sinusoidal worst, RoPE degrades, ALiBi best", "Press 2022 App. T2",
+          ("pos_sinusoidal", "baseline", "pos_alibi"), extrapolation_order),
+    Claim("ALiBi stays flat past the training length", "Press 2022 App. T2", ("pos_alibi",), alibi_flat),
+    Claim("At short training length ALiBi does not win in distribution", "Press 2022 App. T5",
+          ("pos_sinusoidal", "pos_alibi"), compare("pos_sinusoidal", "pos_alibi", "at_most", "sinusoidal − ALiBi")),
+    Claim("Learned absolute positions cannot extrapolate", "Press 2022 fn. 4", ("pos_learned",),
+          learned_cannot_extrapolate),
+    Claim("Causal LM without positions is close to with", "Haviv 2022 T1", ("pos_none", "baseline"),
+          compare("pos_none", "baseline", "at_most", "NoPE − RoPE")),
+    Claim("Masked LM without positions fails", "Haviv 2022 T4", ("obj_mlm_nope", "obj_mlm"),
+          compare("obj_mlm_nope", "obj_mlm", "greater", "MLM NoPE − MLM RoPE")),
+    Claim("Without positions a causal LM still tells order (the mask leaks it); an MLM cannot", "Haviv 2022 T1/T4",
+          ("pos_none", "obj_mlm_nope"), order_without_positions),
+    Claim("Post-norm needs warm-up; pre-norm trains without", "Xiong 2020", _STABILITY, warmup_needed),
+    Claim("With warm-up, pre-norm is not always better at the end", "Nguyen & Salazar 2019",
+          ("block_post_norm", "baseline"), post_norm_not_worse),
+    Claim("RMSNorm ≈ LayerNorm", "Zhang & Sennrich 2019", ("block_rmsnorm", "baseline"),
+          compare("block_rmsnorm", "baseline", "equivalent", "RMSNorm − LayerNorm")),
+    Claim("No residual → token representations collapse toward uniform", "Dong 2021",
+          ("block_no_residual", "baseline"), residual_collapse),
+    Claim("Low attention entropy goes with instability", "Zhai 2023", ("attn_single_head", "attn_no_scale"),
+          entropy_and_instability),
+    Claim("Denoising objectives beat plain LM on a recovery probe", "Raffel 2020 T2/T4", ("obj_mlm", "baseline"),
+          denoising_recovers),
+    Claim("No causal mask → leaked, too-low train loss", "first principles", ("attn_single_head", "attn_no_mask"),
+          mask_leak),
+    Claim("Swapping Q/K roles is a relabelling (no change)", "first principles", ("attn_qkv_swap", "attn_single_head"),
+          compare("attn_qkv_swap", "attn_single_head", "equivalent", "swapped − single-head")),
+)
+
+
+def claims(ev: Evidence) -> list[Finding]:
+    """One Finding per published claim the study checks, each computed from the run's metrics."""
+    return [c.finding(ev) for c in CLAIMS]
+
+
+def required_experiments() -> set[str]:
+    """Every experiment some claim reads: a params.yaml without one of them is refused before anything trains."""
+    return {run for c in CLAIMS for run in c.runs}
+
+
+def check_experiments(names: set[str] | list[str]) -> None:
+    """A claim's experiment renamed or removed from params.yaml is an error, not a silent 'not run'."""
+    missing = sorted(required_experiments() - set(names))
+    if missing:
+        raise UserError(
+            f"params: the report's claims need experiment(s) {', '.join(missing)}, which params.yaml does not define; "
+            "restore them (or rename them back): see study/claims.py"
+        )

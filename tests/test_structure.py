@@ -1,0 +1,57 @@
+"""The codebase's shape, checked like lint: short functions, no module named like the standard library, no pointers to
+files a user of the project does not have."""
+
+from __future__ import annotations
+
+import ast
+import re
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+SOURCES = sorted((ROOT / "src" / "miniformer").rglob("*.py"))
+MAX_FUNCTION_LINES = 80
+
+
+def functions(path: Path) -> list[tuple[str, int]]:
+    tree = ast.parse(path.read_text(encoding="utf-8"))
+    return [(n.name, n.end_lineno - n.lineno + 1) for n in ast.walk(tree)
+            if isinstance(n, ast.FunctionDef | ast.AsyncFunctionDef)]
+
+
+def test_sources_are_found():
+    assert len(SOURCES) > 20 and (ROOT / "src" / "miniformer" / "network" / "model.py") in SOURCES
+
+
+@pytest.mark.parametrize("path", SOURCES, ids=lambda p: str(p.relative_to(ROOT / "src")))
+def test_no_function_is_longer_than_80_lines(path):
+    """A function a reader cannot see whole on one screen is split into named steps."""
+    long = [f"{name} ({n} lines)" for name, n in functions(path) if n > MAX_FUNCTION_LINES]
+    assert not long, f"{path.name}: {', '.join(long)}; split it (limit {MAX_FUNCTION_LINES} lines)"
+
+
+def test_the_length_check_can_fail(tmp_path):
+    body = "\n".join(f"    x{i} = {i}" for i in range(MAX_FUNCTION_LINES))
+    (tmp_path / "long.py").write_text(f"def long():\n{body}\n")
+    assert functions(tmp_path / "long.py") == [("long", MAX_FUNCTION_LINES + 1)]
+
+
+def test_no_module_shadows_the_standard_library():
+    """With src/miniformer on sys.path (a script run from inside it), a module named io or inspect replaces the
+    standard library's for everything that imports it."""
+    shadowing = [str(p.relative_to(ROOT)) for p in SOURCES if p.stem in sys.stdlib_module_names]
+    assert not shadowing, f"rename {', '.join(shadowing)}: the standard library has a module of that name"
+
+
+OUTSIDE = re.compile(r"\.\./shared|shared/notes|notes/[\w-]+\.md|seed notebook|the course's")
+
+
+def test_no_reference_to_files_outside_the_repository():
+    """Comments and docstrings cite papers and public projects, not files a user does not have."""
+    tracked = [*SOURCES, *sorted((ROOT / "tests").glob("*.py")), *sorted((ROOT / "benchmarks").glob("*.py")),
+               ROOT / "README.md", ROOT / "Snakefile", ROOT / "params.yaml", ROOT / "dvc.yaml"]
+    hits = [f"{p.relative_to(ROOT)}:{i}" for p in tracked if p != Path(__file__)
+            for i, line in enumerate(p.read_text(encoding="utf-8").splitlines(), 1) if OUTSIDE.search(line)]
+    assert not hits, f"references outside the repository: {', '.join(hits)}"
