@@ -25,7 +25,7 @@ from reference_gpt import RefGPT  # noqa: E402
 
 from miniformer.network.flops import flops_per_token  # noqa: E402
 from miniformer.network.model import MiniFormer  # noqa: E402
-from miniformer.network.objectives import make_batch, window_length  # noqa: E402
+from miniformer.network.objectives import OBJECTIVES  # noqa: E402
 from miniformer.params import RunConfig, Study  # noqa: E402
 from miniformer.train import build_model, make_optimizer  # noqa: E402
 
@@ -85,8 +85,8 @@ def miniformer_contender(name: str, run: RunConfig) -> tuple[Contender, MiniForm
     model.to(DEVICE)
     objective = run.train.objective
     g = torch.Generator().manual_seed(0)
-    tokens = torch.randint(0, VOCAB, (B, window_length(objective, model.cfg.block_size)), generator=g)
-    batch = make_batch(objective, tokens, specials, g)
+    tokens = torch.randint(0, VOCAB, (B, OBJECTIVES[objective].window_length(model.cfg.block_size)), generator=g)
+    batch = OBJECTIVES[objective].batch(tokens, specials, g)
     x, y = batch.x.to(DEVICE), batch.y.to(DEVICE)
     mask = None if batch.mask is None else batch.mask.to(DEVICE)
     opt = make_optimizer(model, run, DEVICE)

@@ -55,3 +55,34 @@ def test_no_reference_to_files_outside_the_repository():
     hits = [f"{p.relative_to(ROOT)}:{i}" for p in tracked if p != Path(__file__)
             for i, line in enumerate(p.read_text(encoding="utf-8").splitlines(), 1) if OUTSIDE.search(line)]
     assert not hits, f"references outside the repository: {', '.join(hits)}"
+
+
+@pytest.mark.parametrize("path", sorted((ROOT / "benchmarks").glob("*.py")), ids=lambda p: p.name)
+def test_benchmarks_import(path, monkeypatch):
+    """A benchmark is not run by the tests, but it must still import after the code it measures is reorganised."""
+    import importlib.util
+
+    monkeypatch.syspath_prepend(str(path.parent))
+    spec = importlib.util.spec_from_file_location(f"bench_{path.stem}", path)
+    spec.loader.exec_module(importlib.util.module_from_spec(spec))
+
+
+def test_code_defaults_are_the_shipped_baseline():
+    """One set of baseline values: every key the shipped params.yaml sets in a base section equals the code default,
+    so the dataclasses and the file cannot tell a reader two different studies."""
+    import dataclasses
+
+    import yaml
+
+    from miniformer.network.model import ModelConfig
+    from miniformer.params import DataConfig, EvalConfig, FindingsConfig, TrainConfig
+
+    shipped = yaml.safe_load((ROOT / "params.yaml").read_text(encoding="utf-8"))
+    disagree = []
+    for section, cls in {"data": DataConfig, "model": ModelConfig, "train": TrainConfig, "eval": EvalConfig,
+                         "findings": FindingsConfig}.items():
+        defaults = {f.name: f.default if f.default is not dataclasses.MISSING else f.default_factory()
+                    for f in dataclasses.fields(cls)}
+        disagree += [f"{section}.{k}: params.yaml {v!r}, code {defaults[k]!r}"
+                     for k, v in shipped[section].items() if defaults[k] != v]
+    assert not disagree, "; ".join(disagree)

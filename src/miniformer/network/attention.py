@@ -97,7 +97,7 @@ def self_attention(
 # The module the model uses
 # ---------------------------------------------------------------------------------------------------------------------
 
-# (fused qkv (B,T,3C), roles) -> q, k, v as (B,T,H,D) views of qkv, q and k rotated in place; see positions.RotateQK.
+# (fused qkv (B,T,3C), roles) -> q, k, v as (B,T,H,D): v a view of qkv, q and k rotated (see positions.Rotary).
 RotaryFn = Callable[[Tensor, tuple[int, int, int]], tuple[Tensor, Tensor, Tensor]]
 _ROLE_INDEX = {"q": 0, "k": 1, "v": 2}
 
@@ -186,7 +186,7 @@ class SelfAttention(nn.Module):
         if rotary is None:
             parts = qkv.split(self.n_embd, dim=2)
             q, k, v = split_heads_qkv(*(parts[i] for i in self.role), self.n_head)
-        else:  # RoPE rotates q and k inside qkv, then splits the same way (see positions.RotateQK)
+        else:  # RoPE splits the same way, then rotates q and k (see positions.Rotary)
             q, k, v = (t.transpose(1, 2) for t in rotary(qkv, self.role))
         if kv is not None:
             k, v = kv.append(k, v)

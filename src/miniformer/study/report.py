@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import platform
 import subprocess
+from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
@@ -14,9 +15,9 @@ from jinja2 import Environment, PackageLoader, select_autoescape
 
 from miniformer.crosscheck import read_crosscheck
 from miniformer.files import atomic_write_text, write_json
-from miniformer.layout import eval_dir, run_dir, seed_folder
+from miniformer.layout import DATA_DIR, eval_dir, run_dir, seed_folder
 from miniformer.network.objectives import PROBE_CANDIDATES
-from miniformer.params import Study
+from miniformer.params import RunConfig, Study
 from miniformer.study import figures
 from miniformer.study.aggregate import read_json
 from miniformer.study.claims import check_experiments, claims
@@ -86,183 +87,195 @@ def unigram_loss(data_dir: Path) -> float | None:
     return float(-logp[val].mean())
 
 
-def build_report(study: Study, results: Path, out: Path, data_dir: Path = Path("data/prepared")) -> Path:
-    check_experiments(study.experiments)
-    nested = read_json(results / "metrics.json")
-    samples = read_json(results / "windows.json") if (results / "windows.json").exists() else {}
-    unigram = unigram_loss(data_dir)
-    sweeps = {e: [(name, study.config(name, study.seeds_for(name)[0]).train.lr) for name in study.sweep_of(e)]
-              for e in study.experiments}
-    ev = Evidence(nested, samples, study.findings, unigram, sweeps)
-    m = ev.m
-    found = claims(ev)
-    files = RunFiles(study, results)
-    base = study.config("baseline", study.seeds[0])
-    T = base.model.block_size
-    figs: dict[str, str] = {}
-    present = lambda exps: [e for e in exps if e in nested]  # noqa: E731
+@dataclass
+class ReportInputs:
+    """What every section of the report reads: the study, its files, the evidence, and the figures drawn so far."""
 
-    # 3. positions
-    pos = {k: v for k, v in POSITION_RUNS.items() if v in nested}
-    figs["pos_curves"] = figures.to_base64_png(
-        figures.curves({k: files.log(v) for k, v in pos.items()}, "val_loss", "Position methods: val loss")
-    )
-    multiples = [int(x) for x in base.eval.length_multiples]
+    study: Study
+    results: Path
+    files: RunFiles
+    ev: Evidence
+    base: RunConfig
+    figs: dict[str, str]
+
+    @property
+    def m(self):
+        return self.ev.m
+
+    def present(self, exps: list[str]) -> list[str]:
+        return [e for e in exps if self.m.has(e)]
+
+    def draw(self, name: str, fig) -> None:
+        self.figs[name] = figures.to_base64_png(fig)
+
+
+def positions_section(r: ReportInputs) -> dict:
+    m, files, T = r.m, r.files, r.base.model.block_size
+    pos = {k: v for k, v in POSITION_RUNS.items() if m.has(v)}
+    r.draw("pos_curves", figures.curves({k: files.log(v) for k, v in pos.items()}, "val_loss",
+                                        "Position methods: val loss"))
+    multiples = [int(x) for x in r.base.eval.length_multiples]
     sweep = pd.DataFrame(
         {mult: [m.mean(v, f"loss_at_{mult}x") for v in pos.values()] for mult in multiples}, index=list(pos)
     )
-    figs["pos_lengths"] = figures.to_base64_png(figures.length_sweep(sweep, T))
+    r.draw("pos_lengths", figures.length_sweep(sweep, T))
     top = str(max(multiples))
     per_pos = {k: files.eval(v)["lengths"].get(top, {}).get("per_position") for k, v in pos.items()}
-    figs["pos_per_position"] = figures.to_base64_png(
-        figures.per_position({k: v for k, v in per_pos.items() if v}, int(top) * T, T)
-    )
+    r.draw("pos_per_position", figures.per_position({k: v for k, v in per_pos.items() if v}, int(top) * T, T))
     learned_reason = (
         files.eval("pos_learned")["lengths"].get(top, {}).get("reason") if "pos_learned" in pos.values() else None
     )
-    order = {k: files.eval(v)["order_sensitivity"] for k, v in pos.items()}
     pairs = {}
-    for e in study.experiments:
+    for e in r.study.experiments:
         mp = files.eval(e).get("minimal_pairs") if m.has(e) else None
         if mp and mp.get("true_order_preferred") is not None:
-            pairs[e] = {"rate": m.mean(e, "order_preference"), "estimate": ev.preference(e), "ties": mp["ties"],
+            pairs[e] = {"rate": m.mean(e, "order_preference"), "estimate": r.ev.preference(e), "ties": mp["ties"],
                         "pairs": mp["pairs"], "scoring": mp["scoring"]}
-    long_gens = {k: files.generations(v) for k, v in pos.items()}
+    return {"multiples": multiples, "block_size": T, "sweep": sweep, "learned_reason": learned_reason,
+            "order": {k: files.eval(v)["order_sensitivity"] for k, v in pos.items()}, "pairs": pairs,
+            "pair_count": next(iter(pairs.values()), {}).get("pairs", 0),
+            "long_gens": {k: files.generations(v) for k, v in pos.items()}}
 
-    # 4. single head
-    single = files.attention("attn_single_head") if "attn_single_head" in nested else files.attention("baseline")
-    figs["heat_single"] = figures.to_base64_png(
-        figures.attention_heatmap(single["weights"][-1][0], single["tokens"], "single head, last layer (causal)")
-    )
-    nomask = files.attention("attn_no_mask") if "attn_no_mask" in nested else None
+
+def attention_section(r: ReportInputs) -> dict:
+    files = r.files
+    single = files.attention("attn_single_head") if r.m.has("attn_single_head") else files.attention("baseline")
+    r.draw("heat_single", figures.attention_heatmap(single["weights"][-1][0], single["tokens"],
+                                                    "single head, last layer (causal)"))
+    nomask = files.attention("attn_no_mask") if r.m.has("attn_no_mask") else None
     if nomask:
-        figs["heat_nomask"] = figures.to_base64_png(
-            figures.attention_heatmap(
-                nomask["weights"][-1][0], nomask["tokens"], "single head, last layer, NO causal mask"
-            )
-        )
-    ent_logs = {e: files.log(e) for e in present(["attn_single_head", "attn_no_scale"])}
+        r.draw("heat_nomask", figures.attention_heatmap(nomask["weights"][-1][0], nomask["tokens"],
+                                                        "single head, last layer, NO causal mask"))
+    ent_logs = {e: files.log(e) for e in r.present(["attn_single_head", "attn_no_scale"])}
     if ent_logs:
         for df in ent_logs.values():
             cols = [c for c in df.columns if c.startswith("entropy_")]
             df["mean_entropy"] = df[cols].mean(axis=1) if cols else None
-        figs["entropy"] = figures.to_base64_png(
-            figures.curves(ent_logs, "mean_entropy", "Attention entropy during training", "nats")
-        )
-    attn_exps = present(group_of(study, "attention"))
-    figs["attn_curves"] = figures.to_base64_png(
-        figures.curves({e: files.log(e) for e in attn_exps}, "train_loss", "Attention breakages: train loss")
-    )
+        r.draw("entropy", figures.curves(ent_logs, "mean_entropy", "Attention entropy during training", "nats"))
+    attn_exps = r.present(group_of(r.study, "attention"))
+    r.draw("attn_curves", figures.curves({e: files.log(e) for e in attn_exps}, "train_loss",
+                                         "Attention breakages: train loss"))
+    return {"single": single, "nomask": nomask}
 
-    # 5. heads
-    baseline_att = files.attention("baseline")
-    figs["heads_grid"] = figures.to_base64_png(
-        figures.head_grid(baseline_att["weights"][0], baseline_att["tokens"], "baseline, layer 0: every head")
-    )
-    head_runs = {h: e for h, e in HEAD_RUNS.items() if e in nested}
+
+def heads_section(r: ReportInputs) -> dict:
+    m = r.m
+    baseline_att = r.files.attention("baseline")
+    r.draw("heads_grid", figures.head_grid(baseline_att["weights"][0], baseline_att["tokens"],
+                                           "baseline, layer 0: every head"))
+    head_runs = {h: e for h, e in HEAD_RUNS.items() if m.has(e)}
     means = [m.mean(e, "val_loss") for e in head_runs.values()]
     if all(x is not None for x in means) and head_runs:
         stds = [m.noise("val_loss") if e == "baseline" else 0.0 for e in head_runs.values()]
-        figs["head_count"] = figures.to_base64_png(figures.head_count(list(head_runs), means, stds, base.model.n_embd))
-    diversity = {e: m.mean(e, "head_diversity") for e in present(["baseline", *group_of(study, "heads")])}
+        r.draw("head_count", figures.head_count(list(head_runs), means, stds, r.base.model.n_embd))
+    return {"diversity": {e: m.mean(e, "head_diversity") for e in r.present(["baseline", *group_of(r.study, "heads")])}}
 
-    # 6. block
-    block_exps = present(["baseline", *group_of(study, "block")])
-    figs["block_curves"] = figures.to_base64_png(
-        figures.curves({e: files.log(e) for e in block_exps}, "train_loss", "Block variants: train loss")
-    )
+
+def block_section(r: ReportInputs) -> dict:
+    m = r.m
+    block_exps = r.present(["baseline", *group_of(r.study, "block")])
+    r.draw("block_curves", figures.curves({e: r.files.log(e) for e in block_exps}, "train_loss",
+                                          "Block variants: train loss"))
     finals = {e: m.mean(e, "val_loss") for e in block_exps if m.mean(e, "val_loss") is not None}
-    figs["block_bars"] = figures.to_base64_png(
-        figures.bars(finals, {"baseline": m.noise()}, "Block variants", "val loss")
-    )
-    uniformity = {e: m.mean(e, "hidden_uniformity") for e in block_exps}
+    r.draw("block_bars", figures.bars(finals, {"baseline": m.noise()}, "Block variants", "val loss"))
+    return {"uniformity": {e: m.mean(e, "hidden_uniformity") for e in block_exps}}
 
-    # 7. training of the mini-former
-    base_logs = {seed_folder(s): files.log("baseline", s) for s in study.seeds_for("baseline")}
-    figs["train_val"] = figures.to_base64_png(
-        figures.curves(
-            {f"{k} train": df.rename(columns={"train_loss": "y"}) for k, df in base_logs.items()}
-            | {f"{k} val": df.rename(columns={"val_loss": "y"}) for k, df in base_logs.items()},
-            "y",
-            "Baseline: train and val loss per seed",
-        )
-    )
-    perf = read_json(results / "perf.json") if (results / "perf.json").exists() else {}
+
+def training_section(r: ReportInputs) -> dict:
+    base_logs = {seed_folder(s): r.files.log("baseline", s) for s in r.study.seeds_for("baseline")}
+    r.draw("train_val", figures.curves(
+        {f"{k} train": df.rename(columns={"train_loss": "y"}) for k, df in base_logs.items()}
+        | {f"{k} val": df.rename(columns={"val_loss": "y"}) for k, df in base_logs.items()},
+        "y",
+        "Baseline: train and val loss per seed",
+    ))
+    perf = read_json(r.results / "perf.json") if (r.results / "perf.json").exists() else {}
     speed = {k.rsplit("/", 1)[0]: v.get("tokens_per_s_median") or 0 for k, v in perf.items()
-             if k.endswith("seed0") and k.rsplit("/", 1)[0] in study.experiments}
+             if k.endswith("seed0") and k.rsplit("/", 1)[0] in r.study.experiments}
     if speed:
-        figs["speed"] = figures.to_base64_png(figures.bars(speed, None, "Training throughput", "tokens/s"))
+        r.draw("speed", figures.bars(speed, None, "Training throughput", "tokens/s"))
+    return {"speed": speed, "perf": perf, "base_samples": r.files.samples("baseline")}
 
-    # 8. objectives
-    obj_exps = present(["baseline", *group_of(study, "objective")])
-    figs["obj_curves"] = figures.to_base64_png(
-        figures.curves({e: files.log(e) for e in obj_exps}, "val_loss", "Objectives: val loss (NOT comparable across)")
-    )
-    probe = {e: files.eval(e)["probe"] for e in obj_exps}
 
-    # fidelity: the peer implementation's numbers, when `miniformer crosscheck` has run
-    peer = {e: v for e, v in read_crosscheck(results / "crosscheck").items() if e in nested}
-    crosscheck = peer_comparisons(m, peer, {e: seed_folder(files.seed(e)) for e in peer})
-    peer_version = next(iter(peer.values()), {}).get("peer_version")
-    init_pair = {e: m.mean(e, "val_loss") for e in ("block_post_norm", "block_post_norm_gpt2_init", "baseline",
-                                                     "block_gpt2_init") if m.has(e)}
+def objectives_section(r: ReportInputs) -> dict:
+    obj_exps = r.present(["baseline", *group_of(r.study, "objective")])
+    r.draw("obj_curves", figures.curves({e: r.files.log(e) for e in obj_exps}, "val_loss",
+                                        "Objectives: val loss (NOT comparable across)"))
+    return {"probe": {e: r.files.eval(e)["probe"] for e in obj_exps},
+            "samples": {e: r.files.samples(e) for e in obj_exps}, "probe_candidates": PROBE_CANDIDATES}
 
-    hypotheses = {e: spec.get("hypothesis", "") for e, spec in study.experiments.items()}
-    groups = {e: spec["group"] for e, spec in study.experiments.items()}
 
-    # statistics: the stability map over the learning-rate sweeps, and each val-loss effect over training
-    stability = ev.stability_map()
+def fidelity_section(r: ReportInputs) -> dict:
+    """The peer implementation's numbers beside ours, when `miniformer crosscheck` has run."""
+    m = r.m
+    peer = {e: v for e, v in read_crosscheck(r.results / "crosscheck").items() if m.has(e)}
+    return {"crosscheck": peer_comparisons(m, peer, {e: seed_folder(r.files.seed(e)) for e in peer}),
+            "peer_version": next(iter(peer.values()), {}).get("peer_version"),
+            "init_pair": {e: m.mean(e, "val_loss") for e in ("block_post_norm", "block_post_norm_gpt2_init", "baseline",
+                                                             "block_gpt2_init") if m.has(e)},
+            "init": r.base.model.init}
+
+
+def statistics_section(r: ReportInputs, found: list) -> dict:
+    """The stability map over the learning-rate sweeps, and each val-loss effect over training."""
+    stability = r.ev.stability_map()
     if stability:
-        figs["stability"] = figures.to_base64_png(figures.stability_map(stability, unigram))
-    over_training = {c.claim: ev.curve(*c.curve) for c in found if c.curve}
+        r.draw("stability", figures.stability_map(stability, r.ev.unigram))
+    over_training = {c.claim: r.ev.curve(*c.curve) for c in found if c.curve}
     over_training = {k: v for k, v in over_training.items() if len(v) >= 2}
     if over_training:
-        figs["effects_over_training"] = figures.to_base64_png(figures.effects_over_training(over_training))
+        r.draw("effects_over_training", figures.effects_over_training(over_training))
+    return {"stability": stability, "stability_rows": STABILITY_ROWS, "curve_tokens": r.base.train.curve_tokens}
+
+
+SECTIONS = (positions_section, attention_section, heads_section, block_section, training_section,
+            objectives_section, fidelity_section)
+
+
+def load_evidence(study: Study, results: Path, data_dir: Path) -> Evidence:
+    nested = read_json(results / "metrics.json")
+    samples = read_json(results / "windows.json") if (results / "windows.json").exists() else {}
+    sweeps = {e: [(name, study.config(name, study.seeds_for(name)[0]).train.lr) for name in study.sweep_of(e)]
+              for e in study.experiments}
+    return Evidence(nested, samples, study.findings, unigram_loss(data_dir), sweeps)
+
+
+def environment(base: RunConfig, perf: dict) -> dict[str, str]:
+    return {
+        "git commit": git_commit(),
+        "params hash": base.fingerprint(),
+        "torch": torch.__version__,
+        "python": platform.python_version(),
+        "device": base.train.device + " (" + next(iter(perf.values()), {}).get("device", "?") + ")",
+        "machine": platform.platform(),
+    }
+
+
+def build_report(study: Study, results: Path, out: Path, data_dir: Path = DATA_DIR) -> Path:
+    check_experiments(study.experiments)
+    ev = load_evidence(study, results, data_dir)
+    r = ReportInputs(study, results, RunFiles(study, results), ev, study.config("baseline", study.seeds[0]), {})
+    found = claims(ev)
+    context: dict = {}
+    for section in SECTIONS:
+        context.update(section(r))
+    context.update(statistics_section(r, found))
+    hypotheses = {e: spec.get("hypothesis", "") for e, spec in study.experiments.items()}
+    groups = {e: spec["group"] for e, spec in study.experiments.items()}
     templates = PackageLoader("miniformer.study", "templates")
     env = Environment(loader=templates, autoescape=select_autoescape(["html", "j2"]))
     html = env.get_template("report.html.j2").render(
+        **context,
         profile=study.profile,
-        figs=figs,
+        figs=r.figs,
         claims=found,
         findings_cfg=study.findings,
         breakages=breakages(ev, hypotheses, groups),
-        unigram=unigram,
-        stability=stability,
-        curve_tokens=base.train.curve_tokens,
-        probe_candidates=PROBE_CANDIDATES,
-        stability_rows=STABILITY_ROWS,
-        noise=m.noise(),
-        baseline_seeds=m.values("baseline", "val_loss"),
-        multiples=multiples,
-        block_size=T,
-        sweep=sweep,
-        learned_reason=learned_reason,
-        order=order,
-        pairs=pairs,
-        pair_count=next(iter(pairs.values()), {}).get("pairs", 0),
-        long_gens=long_gens,
-        single=single,
-        nomask=nomask,
-        m=m,
-        diversity=diversity,
-        uniformity=uniformity,
-        probe=probe,
-        crosscheck=crosscheck,
-        peer_version=peer_version,
-        init_pair=init_pair,
-        init=base.model.init,
-        samples={e: files.samples(e) for e in obj_exps},
-        base_samples=files.samples("baseline"),
-        speed=speed,
-        perf=perf,
-        env={
-            "git commit": git_commit(),
-            "params hash": base.fingerprint(),
-            "torch": torch.__version__,
-            "python": platform.python_version(),
-            "device": base.train.device + " (" + next(iter(perf.values()), {}).get("device", "?") + ")",
-            "machine": platform.platform(),
-        },
+        unigram=ev.unigram,
+        noise=ev.m.noise(),
+        baseline_seeds=ev.m.values("baseline", "val_loss"),
+        m=ev.m,
+        env=environment(r.base, context["perf"]),
     )
     atomic_write_text(out, html)
     verdicts = {v: sum(c.verdict == v for c in found) for v in VERDICTS}
