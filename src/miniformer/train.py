@@ -23,6 +23,7 @@ from torch import Tensor
 
 from miniformer.errors import UserError
 from miniformer.files import atomic_torch_save, atomic_write_text, write_json
+from miniformer.network.flops import count_params
 from miniformer.network.model import MiniFormer, ModelConfig
 from miniformer.network.objectives import Specials, objective_named
 from miniformer.params import RunConfig
@@ -361,7 +362,7 @@ class Trainer:
             "diverged": self.divergence is not None,
             "divergence_step": self.divergence["step"] if self.divergence else None,
             "divergence_reason": self.divergence["reason"] if self.divergence else None,
-            "n_params": sum(p.numel() for p in self.model.parameters()),
+            "n_params": count_params(self.model),
             "loss_spikes": count_spikes([r["train_loss"] for r in self.rows]),
         }
         write_json(self.out / "metrics.json", metrics)

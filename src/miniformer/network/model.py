@@ -8,7 +8,7 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
 
-from miniformer.network.attention import KVCache, LayerKV, SelfAttention, make_causal_mask, prefix_mask
+from miniformer.network.attention import KVCache, LayerKV, RotaryFn, SelfAttention, make_causal_mask, prefix_mask
 from miniformer.network.positions import POSITION_METHODS, build_position
 
 INITS = ("vaswani", "gpt2")
@@ -82,6 +82,17 @@ class MLP(nn.Module):
         return self.drop(self.proj(F.gelu(self.fc(x))))
 
 
+@dataclass
+class AttentionInputs:
+    """What every block's attention reads besides the stream, built once per forward pass."""
+
+    mask: Tensor | None  # bool, True = may attend; None = attend everywhere
+    rotary: RotaryFn | None  # RoPE: rotates q and k
+    score_bias: Tensor | None  # ALiBi / T5: added to the scores
+    return_weights: bool
+    causal_hint: bool  # the mask is exactly the causal one: SDPA's built-in causal path may be used
+
+
 class Block(nn.Module):
     """Attention then MLP, each wrapped as pre-norm  x + f(norm(x))  or post-norm  norm(x + f(x)); residual optional."""
 
@@ -96,10 +107,9 @@ class Block(nn.Module):
         self.norm2 = make_norm(cfg.norm, cfg.n_embd, cfg.bias)
         self.mlp = MLP(cfg)
 
-    def forward(self, x: Tensor, mask, rotary, score_bias, return_weights: bool, causal_hint: bool,
-                kv: LayerKV | None = None):
+    def forward(self, x: Tensor, a: AttentionInputs, kv: LayerKV | None = None) -> tuple[Tensor, Tensor | None]:
         def attend(h: Tensor) -> tuple[Tensor, Tensor | None]:
-            return self.attn(h, mask, rotary, score_bias, return_weights, causal_hint, kv)
+            return self.attn(h, a.mask, a.rotary, a.score_bias, a.return_weights, a.causal_hint, kv)
 
         def add(skip: Tensor, branch: Tensor) -> Tensor:
             return skip + branch if self.residual else branch  # no identity path: the "no residual" breakage
@@ -166,12 +176,18 @@ class MiniFormer(nn.Module):
             if isinstance(module, nn.Linear) and module.bias is not None:
                 nn.init.zeros_(module.bias)
 
-    def num_params(self) -> int:
-        return sum(p.numel() for p in self.parameters())
-
     def default_mask(self, T: int, device: torch.device) -> Tensor | None:
         """The mask used when the objective supplies none: causal, or nothing at all when cfg.causal is off."""
         return make_causal_mask(T, device) if self.cfg.causal else None
+
+    def mask_for(self, T: int, start: int, attn_mask: Tensor | None, device: torch.device) -> Tensor | None:
+        """The mask T new queries attend under, after ``start`` cached positions: the objective's if given, else the
+        model's default; with a cache, every cached key and the new keys up to the query itself."""
+        if attn_mask is not None:
+            return attn_mask[:, None] if attn_mask.dim() == 3 else attn_mask  # (B,T,T) -> (B,1,T,T): over heads
+        if start == 0:
+            return self.default_mask(T, device)
+        return None if T == 1 else torch.ones(T, start + T, dtype=torch.bool, device=device).tril(start)
 
     def forward(
         self,
@@ -188,31 +204,21 @@ class MiniFormer(nn.Module):
         values are reused and these are added. Returns a dict: logits, loss (mean over targets != -100, when targets
         given), weights (list per layer of (B,H,T,L), when asked), hidden (last block's output, when asked).
         """
-        B, T = idx.shape
-        device = idx.device
-        start = 0
-        if cache is not None:
-            if attn_mask is not None or not self.cfg.causal:
-                raise ValueError("a KV cache is only valid for a causal model under its default mask")
-            start = cache.length
-        causal_hint = attn_mask is None and self.cfg.causal and start == 0
-        if attn_mask is not None:
-            mask = attn_mask[:, None] if attn_mask.dim() == 3 else attn_mask  # (B,T,T) -> (B,1,T,T): over heads
-        elif start == 0:
-            mask = self.default_mask(T, device)
-        else:  # new queries see every cached key and the new keys up to themselves; one query sees everything
-            mask = None if T == 1 else torch.ones(T, start + T, dtype=torch.bool, device=device).tril(start)
+        T, device = idx.size(1), idx.device
+        if cache is not None and (attn_mask is not None or not self.cfg.causal):
+            raise ValueError("a KV cache is only valid for a causal model under its default mask")
+        start = 0 if cache is None else cache.length
         x = self.wte(idx) * self.embed_scale
         pos_emb = self.position.embed(T, device, start)
         if pos_emb is not None:
             x = x + pos_emb
         x = self.drop(x)
-        rotary = self.position.rotary(T, device, start)
-        score_bias = self.position.score_bias(T, device, start)
+        attention = AttentionInputs(self.mask_for(T, start, attn_mask, device), self.position.rotary(T, device, start),
+                                    self.position.score_bias(T, device, start), return_weights,
+                                    attn_mask is None and self.cfg.causal and start == 0)
         weights = []
         for i, block in enumerate(self.blocks):
-            kv = None if cache is None else cache.layers[i]
-            x, w = block(x, mask, rotary, score_bias, return_weights, causal_hint, kv)
+            x, w = block(x, attention, None if cache is None else cache.layers[i])
             weights.append(w)
         out: dict[str, Tensor | list] = {}
         if return_hidden:
