@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 import json
 import random
 import re
@@ -209,11 +210,17 @@ class Evaluator:
         off_diag = sim.sum((1, 2)) - sim.diagonal(dim1=1, dim2=2).sum(1)
         return float((off_diag / (T * (T - 1))).mean())
 
-    def probe_items(self) -> list[tuple[list[int], int]]:
-        """Held-out lines of the test split, each with one hidden position: the same items for every run."""
+    @functools.cached_property
+    def held_out_lines(self) -> list[str]:
+        """Lines of the test split the probes read: verse, not speaker names (which end with ':'), at least
+        min(20, block_size/2) characters."""
         text = self.tok.decode(self.data.splits["test"].tolist())
-        shortest = min(20, self.T // 2)  # verse lines (speaker names end with ':'), cut to fit a tiny model's block
-        lines = [ln[: self.T - 4] for ln in text.split("\n") if len(ln) >= shortest and not ln.endswith(":")]
+        shortest = min(20, self.T // 2)
+        return [ln for ln in text.split("\n") if len(ln) >= shortest and not ln.endswith(":")]
+
+    def probe_items(self) -> list[tuple[list[int], int]]:
+        """Held-out lines, each with one hidden position: the same items for every run."""
+        lines = [ln[: self.T - 4] for ln in self.held_out_lines]  # cut to fit a tiny model's block
         rng = random.Random(0)
         rng.shuffle(lines)
         out = []
@@ -263,9 +270,7 @@ class Evaluator:
 
     def _test_lines(self) -> list[str]:
         """Held-out lines that fit the block; if too few do (a tiny model), longer lines cut to the block follow."""
-        text = self.tok.decode(self.data.splits["test"].tolist())
-        shortest = min(20, self.T // 2)
-        lines = [ln for ln in text.split("\n") if len(ln) >= shortest and not ln.endswith(":")]
+        lines = self.held_out_lines
         whole = [ln for ln in lines if len(ln) <= self.T]
         return whole if len(whole) >= self.run.eval.order_pairs else whole + [ln[: self.T] for ln in lines
                                                                                if len(ln) > self.T]
