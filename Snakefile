@@ -9,6 +9,7 @@ import sys
 from pathlib import Path
 
 from miniformer.codehash import EVALUATION_CODE, TRAINING_CODE, code_hash
+from miniformer.corpus import check_versioned, raw_data_hash
 from miniformer.crosscheck import peer_experiments
 from miniformer.study.claims import check_experiments
 from miniformer.params import Study
@@ -47,7 +48,10 @@ def write_signature(path, content):
 # A run's signature is its config plus the hash of the training code (model, positions, objectives, trainer): editing
 # that code re-runs every training job, as DVC's deps do. Evaluation code has its own signature, read by `evaluate`.
 SIGNATURES = "results/signatures"
-write_signature(f"{SIGNATURES}/data.json", json.dumps(STUDY.section("data"), sort_keys=True, indent=1))
+# The data signature: the data params and the files under data/raw (the corpus, when it is a file; DVC's `data/raw` dep).
+check_versioned(STUDY.section("data")["corpus"])
+write_signature(f"{SIGNATURES}/data.json", json.dumps({**STUDY.section("data"), "raw_files": raw_data_hash()},
+                                                      sort_keys=True, indent=1))
 _TRAINING_CODE = code_hash(TRAINING_CODE)
 for _exp, _seed in RUNS:
     write_signature(f"{SIGNATURES}/{_exp}/seed{_seed}.json",

@@ -122,6 +122,36 @@ def test_an_oversized_corpus_is_refused(tmp_path, corpus, capsys, monkeypatch):
     assert "is larger than" in err and "use a sample of it" in err
 
 
+def test_the_dag_refuses_a_corpus_outside_data_raw(tmp_path, corpus, capsys, monkeypatch):
+    """`prepare --versioned` (what both tools run) takes the plays or a file under data/raw/, which both tools watch;
+    by hand, any path."""
+    monkeypatch.chdir(tmp_path)
+    params = tiny_params(corpus)
+    assert run_cli(tmp_path, params, "prepare", "--versioned", "--out", str(tmp_path / "data")) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and "outside data/raw/" in err[0] and "move it into data/raw/" in err[0]
+    assert not (tmp_path / "data").exists()  # nothing written
+    inside = tmp_path / "data" / "raw" / "corpus.txt"
+    inside.parent.mkdir(parents=True)
+    inside.write_text(corpus.read_text())
+    params = edit(params, "data.corpus", "data/raw/corpus.txt")
+    assert run_cli(tmp_path, params, "prepare", "--versioned", "--out", str(tmp_path / "prepared")) == 0
+
+
+def test_the_raw_data_hash_follows_every_file_under_data_raw(tmp_path):
+    from miniformer.corpus import raw_data_hash
+
+    (tmp_path / "a.txt").write_text("one")
+    first = raw_data_hash(tmp_path)
+    (tmp_path / "a.txt").write_text("two")
+    edited = raw_data_hash(tmp_path)
+    (tmp_path / "sub").mkdir()
+    (tmp_path / "sub" / "b.txt").write_text("x")
+    assert len({first, edited, raw_data_hash(tmp_path)}) == 3
+    (tmp_path / "sub" / "b.txt").unlink()
+    assert raw_data_hash(tmp_path) == edited
+
+
 def test_unknown_experiment_on_the_cli(tmp_path, corpus, capsys):
     assert run_cli(tmp_path, tiny_params(corpus), "train", "pos_xpos", "--seed", "0") == 2
     assert "unknown experiment 'pos_xpos'" in capsys.readouterr().err

@@ -34,6 +34,10 @@ def cmd_prepare(args) -> None:
     from miniformer.prepare import prepare
 
     study = _study(args)
+    if args.versioned:
+        from miniformer.corpus import check_versioned
+
+        check_versioned(study.data_config().corpus)
     _writable(args.out)
     configs = [study.config(e, s) for e, s in study.runs()]
     longest = max(max(c.eval.length_multiples) * c.model.block_size + 1 for c in configs)
@@ -67,8 +71,8 @@ def cmd_run_experiment(args) -> None:
     """The DVC stage: train every seed of one experiment, then evaluate each, in one process.
 
     One stage rather than a train and an evaluate stage per experiment saves a Python start and a torch import per
-    experiment (≈ 2 s each; the smoke study under DVC went from 200 s to 133 s). A re-run for an evaluation change
-    does not retrain: the finished checkpoint of the same config and code is resumed at its last step.
+    experiment (measured in benchmarks/RESULTS.md). A re-run for an evaluation change does not retrain: the finished
+    checkpoint of the same config and code is resumed at its last step.
     """
     from miniformer.study.claims import check_experiments
 
@@ -187,6 +191,8 @@ def build_parser() -> argparse.ArgumentParser:
 
     sp = add("prepare", cmd_prepare, "corpus -> splits -> tokenizer -> token files")
     sp.add_argument("--out", default=str(DATA_DIR))
+    sp.add_argument("--versioned", action="store_true",
+                    help="refuse a corpus file outside data/raw/ (the DAG's stages: it is the folder both tools watch)")
     sp = add("train", cmd_train, "train one experiment x seed (resumes from its checkpoint)", run=True)
     resume = sp.add_mutually_exclusive_group()
     resume.add_argument(

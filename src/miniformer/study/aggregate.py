@@ -1,5 +1,6 @@
-"""Stage `aggregate`: every run's metrics into results/metrics.json (what `dvc metrics` reads), CSV tables, and the
-per-window samples behind the report's intervals into results/windows.json."""
+"""Stage `aggregate`: every run's metrics into results/metrics.json (what `dvc metrics` reads), CSV tables, the
+per-window samples behind the report's intervals into results/windows.json, and every run's loss curves grouped for
+`dvc plots` into results/plots/."""
 
 from __future__ import annotations
 
@@ -80,6 +81,32 @@ def headline(nested: dict) -> dict:
     }
 
 
+PLOTTED = ("train_loss", "val_loss")  # step-log columns drawn by `dvc plots`, one folder each (dvc.yaml's plots)
+
+
+def write_plot_series(study: Study, results: Path) -> None:
+    """results/plots/<column>/<group>.csv: step, run, value for every run of an experiment group (sweep points with
+    their experiment), so `dvc plots show` draws one figure per group with a line per run and `dvc plots diff` puts
+    two revisions of the same figure side by side. Long format: the group's runs come from params, not from a list
+    kept in dvc.yaml."""
+    rows: dict[str, list[pd.DataFrame]] = {}
+    for exp, seed in study.runs():
+        log = run_dir(results, exp, seed) / "log.tsv"
+        if not log.exists():
+            continue
+        df = pd.read_csv(log, sep="\t")
+        group = study.config(study.parent(exp), seed).group
+        rows.setdefault(group, []).append(df.assign(run=f"{exp}/{seed_folder(seed)}"))
+    for column in PLOTTED:
+        folder = results / "plots" / column
+        if folder.exists():
+            for stale in folder.glob("*.csv"):  # a group no longer in params.yaml
+                stale.unlink()
+        for group, frames in rows.items():
+            table = pd.concat(frames)[["step", "run", column]].dropna()
+            atomic_write_text(folder / f"{group}.csv", table.to_csv(index=False))
+
+
 def aggregate(study: Study, results: Path) -> dict:
     nested: dict[str, dict] = {}
     samples: dict[str, dict] = {}
@@ -99,6 +126,7 @@ def aggregate(study: Study, results: Path) -> dict:
     write_json(results / "headline.json", headline(nested))
     write_json(results / "windows.json", samples)
     write_json(results / "perf.json", perf)
+    write_plot_series(study, results)
     (results / "tables").mkdir(parents=True, exist_ok=True)
     atomic_write_text(results / "tables" / "runs.csv", pd.DataFrame(rows).to_csv(index=False))
     return nested
