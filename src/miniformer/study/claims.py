@@ -103,7 +103,7 @@ def extrapolation_order(ev: Evidence) -> Judgement:
         return Judgement("no length past block_size evaluated", "not run")
     sin_vs_rope = ev.growth("pos_sinusoidal", "baseline", top)
     rope_vs_alibi = ev.growth("baseline", "pos_alibi", top)
-    growth = {name: ev._scalar_growth(exp, top) for name, exp in
+    growth = {name: ev.scalar_growth(exp, top) for name, exp in
               (("sinusoidal", "pos_sinusoidal"), ("rope", "baseline"), ("alibi", "pos_alibi"))}
     text = (", ".join(f"{k} {_fmt(v)}" for k, v in growth.items()) + f" (loss at {top}× minus 1×); sinusoidal − RoPE "
             f"growth = {ev.text(sin_vs_rope)}; RoPE − ALiBi growth = {ev.text(rope_vs_alibi)}")

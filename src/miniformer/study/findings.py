@@ -121,7 +121,7 @@ class Evidence:
             return None
         if self._has_samples(exps, hi) and self._has_samples(exps, lo):
             return self.paired(difference_quantity(hi, lo), [hi, lo], self.runs(a), self.runs(b) if b else ())
-        ga, gb = self._scalar_growth(a, top), self._scalar_growth(b, top) if b else 0.0
+        ga, gb = self.scalar_growth(a, top), self.scalar_growth(b, top) if b else 0.0
         if ga is None or gb is None:
             return None
         base = [r.get(f"loss_at_{top}x") - r.get("loss_at_1x") for r in self.m.nested.get("baseline", {}).values()
@@ -129,7 +129,8 @@ class Evidence:
         sd, df = seed_spread(base)
         return self.interval.combine(ga - gb, 0.0, sd * math.sqrt(1 + (1 if b else 0)), df)
 
-    def _scalar_growth(self, exp: str, top: int) -> float | None:
+    def scalar_growth(self, exp: str, top: int) -> float | None:
+        """Mean over seeds of loss at top× block_size minus at 1× (metrics.json alone, no interval)."""
         hi, lo = self.m.mean(exp, f"loss_at_{top}x"), self.m.mean(exp, "loss_at_1x")
         return None if hi is None or lo is None else hi - lo
 
