@@ -26,10 +26,16 @@ def source_files(entries: tuple[str, ...]) -> list[Path]:
     return out
 
 
+def files_digest(root: Path, paths: list[Path]) -> str:
+    """sha256 over files in the given order (root-relative name + bytes), first 16 hex digits: a rename or an edit
+    changes it."""
+    h = hashlib.sha256()
+    for path in paths:
+        h.update(path.relative_to(root).as_posix().encode() + b"\0" + path.read_bytes())
+    return h.hexdigest()[:16]
+
+
 @functools.cache
 def code_hash(entries: tuple[str, ...]) -> str:
-    """sha256 over the named package files (package-relative name + bytes), first 16 hex digits."""
-    h = hashlib.sha256()
-    for path in source_files(entries):
-        h.update(path.relative_to(PACKAGE_DIR).as_posix().encode() + b"\0" + path.read_bytes())
-    return h.hexdigest()[:16]
+    """The digest of the named package files."""
+    return files_digest(PACKAGE_DIR, source_files(entries))

@@ -7,7 +7,6 @@ line ranges for the same reason.
 
 from __future__ import annotations
 
-import hashlib
 import importlib.util
 import random
 import re
@@ -15,6 +14,7 @@ import unicodedata
 from dataclasses import dataclass
 from pathlib import Path
 
+from miniformer.codehash import files_digest
 from miniformer.errors import UserError
 from miniformer.layout import RAW_DIR
 
@@ -160,8 +160,6 @@ def check_versioned(corpus: str, raw_dir: Path = RAW_DIR) -> None:
 
 
 def raw_data_hash(raw_dir: Path = RAW_DIR) -> str:
-    """sha256 over every file under data/raw (relative name + bytes): Snakemake's view of DVC's `data/raw` dep."""
-    h = hashlib.sha256()
-    for p in sorted(q for q in Path(raw_dir).rglob("*") if q.is_file()):
-        h.update(p.relative_to(raw_dir).as_posix().encode() + b"\0" + p.read_bytes())
-    return h.hexdigest()[:16]
+    """The digest of every file under data/raw: Snakemake's view of DVC's `data/raw` dep."""
+    raw_dir = Path(raw_dir)
+    return files_digest(raw_dir, sorted(p for p in raw_dir.rglob("*") if p.is_file()))

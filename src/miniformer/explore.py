@@ -13,7 +13,7 @@ import torch
 
 from miniformer.errors import UserError
 from miniformer.evaluate import load_run_model
-from miniformer.layout import DATA_DIR, eval_dir, run_name, seed_folder, trained_runs
+from miniformer.layout import DATA_DIR, eval_dir, run_name, seed_of, trained_runs
 from miniformer.network.model import MiniFormer
 from miniformer.network.objectives import Objective, Specials, objective_named
 from miniformer.tokenizer import tokenizer_from_json
@@ -35,7 +35,7 @@ class LoadedRun:
 def list_runs(results: Path) -> list[str]:
     lines = [f"{'experiment':28} {'seed':>4} {'steps':>6} {'val loss':>9}  path"]
     for run in trained_runs(results):
-        name, seed = run_name(results, run), int(run.name.removeprefix("seed"))
+        name, seed = run_name(results, run), seed_of(run)
         m = json.loads((run / "metrics.json").read_text()) if (run / "metrics.json").exists() else {}
         ev_path = eval_dir(results, name, seed) / "eval.json"
         val = json.loads(ev_path.read_text()).get("val_loss") if ev_path.exists() else m.get("final_val_loss_estimate")
@@ -51,16 +51,17 @@ def resolve_run(spec: str, results: Path, seed: int | None) -> Path:
     p = Path(spec)
     if (p / "ckpt.pt").exists():
         return p
-    seeds = sorted((Path(results) / "runs" / spec).glob("seed*/ckpt.pt"))
+    # its own seeds, not its sweep points' (which live below it), lowest seed first
+    seeds = sorted((r for r in trained_runs(results, spec) if run_name(results, r) == spec), key=seed_of)
     if seed is not None:
-        seeds = [s for s in seeds if s.parent.name == seed_folder(seed)]
+        seeds = [s for s in seeds if seed_of(s) == seed]
     if not seeds:
         known = sorted({run_name(results, r) for r in trained_runs(results)})
         raise UserError(
             f"unknown run {spec!r}{'' if seed is None else f' seed {seed}'}; trained runs: "
             f"{', '.join(known) or 'none'} (see `miniformer runs`)"
         )
-    return seeds[0].parent
+    return seeds[0]
 
 
 def load(spec: str, results: Path, seed: int | None = None, data_dir: Path | None = None) -> LoadedRun:

@@ -20,19 +20,28 @@ def seed_folder(seed: int) -> str:
     return f"seed{seed}"
 
 
+def run_root(results: Path, run: str) -> Path:
+    """The folder holding every seed of a run."""
+    return Path(results) / "runs" / run
+
+
 def run_dir(results: Path, run: str, seed: int) -> Path:
-    return Path(results) / "runs" / run / seed_folder(seed)
+    return run_root(results, run) / seed_folder(seed)
 
 
 def eval_dir(results: Path, run: str, seed: int) -> Path:
     return Path(results) / "eval" / run / seed_folder(seed)
 
 
-def trained_runs(results: Path) -> list[Path]:
-    """Every run folder with a checkpoint, sweep points included."""
-    return sorted(p.parent for p in (Path(results) / "runs").rglob("seed*/ckpt.pt"))
+def trained_runs(results: Path, run: str = "") -> list[Path]:
+    """Every run folder with a checkpoint (of one run, when named), sweep points included."""
+    return sorted(p.parent for p in run_root(results, run).rglob("seed*/ckpt.pt"))
 
 
 def run_name(results: Path, folder: Path) -> str:
     """The run a run folder belongs to (its path under results/runs, without the seed)."""
-    return Path(folder).parent.relative_to(Path(results) / "runs").as_posix()
+    return Path(folder).parent.relative_to(run_root(results, "")).as_posix()
+
+
+def seed_of(folder: Path) -> int:
+    return int(Path(folder).name.removeprefix("seed"))

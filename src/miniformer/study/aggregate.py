@@ -5,6 +5,7 @@ per-window samples behind the report's intervals into results/windows.json, and 
 from __future__ import annotations
 
 import json
+import statistics
 from pathlib import Path
 
 import pandas as pd
@@ -71,8 +72,8 @@ def headline(nested: dict) -> dict:
     """The few numbers `dvc metrics show` prints (every run's detail stays in metrics.json, which `dvc metrics diff
     --targets results/metrics.json` compares key by key)."""
     base = [r["val_loss"] for r in nested.get("baseline", {}).values() if r.get("val_loss") is not None]
-    mean = sum(base) / len(base) if base else None
-    sd = (sum((v - mean) ** 2 for v in base) / (len(base) - 1)) ** 0.5 if len(base) > 1 else None
+    mean = statistics.fmean(base) if base else None
+    sd = statistics.stdev(base) if len(base) > 1 else None
     return {
         "runs": sum(len(runs) for runs in nested.values()),
         "diverged_runs": sum(bool(r.get("diverged")) for runs in nested.values() for r in runs.values()),
@@ -95,7 +96,7 @@ def write_plot_series(study: Study, results: Path) -> None:
         if not log.exists():
             continue
         df = pd.read_csv(log, sep="\t")
-        group = study.config(study.parent(exp), seed).group
+        group = study.config(exp, seed).group
         rows.setdefault(group, []).append(df.assign(run=f"{exp}/{seed_folder(seed)}"))
     for column in PLOTTED:
         folder = results / "plots" / column

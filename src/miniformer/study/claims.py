@@ -78,21 +78,26 @@ def compare(a: str, b: str, rule: str, label: str, key: str = "val_loss", quanti
 def head_u_shape(ev: Evidence) -> Judgement:
     """Both ends of the head sweep (1 and 32 heads) worse than the best interior head count."""
     m = ev.m
-    interior = [h for h in HEAD_RUNS if h not in (1, 32) and m.has(HEAD_RUNS[h])]
+    low, high = min(HEAD_RUNS), max(HEAD_RUNS)
+    interior = [h for h in HEAD_RUNS if h not in (low, high) and m.has(HEAD_RUNS[h])]
     if not all(m.has(e) for e in HEAD_RUNS.values()) or not interior:
         return Judgement("head-count runs missing", "not run")
     best = min(interior, key=lambda h: m.mean(HEAD_RUNS[h], "val_loss"))
-    low_end, high_end = ev.effect(HEAD_RUNS[1], HEAD_RUNS[best]), ev.effect(HEAD_RUNS[32], HEAD_RUNS[best])
+    low_end, high_end = ev.effect(HEAD_RUNS[low], HEAD_RUNS[best]), ev.effect(HEAD_RUNS[high], HEAD_RUNS[best])
     text = (", ".join(f"h={h}: {_fmt(m.mean(e, 'val_loss'))}" for h, e in HEAD_RUNS.items())
-            + f"; h=1 − h={best}: {ev.text(low_end)}; h=32 − h={best}: {ev.text(high_end)}")
+            + f"; h={low} − h={best}: {ev.text(low_end)}; h={high} − h={best}: {ev.text(high_end)}")
     return Judgement(text, all_of([greater(low_end), greater(high_end)]),
-                     {"h=1 − best": low_end, "h=32 − best": high_end})
+                     {f"h={low} − best": low_end, f"h={high} − best": high_end})
+
+
+def _multiple(key: str) -> int | None:
+    """The length multiple a metrics key holds (loss_at_<m>x -> m), None for other keys."""
+    return int(key[len("loss_at_"):-1]) if key.startswith("loss_at_") else None
 
 
 def _top_multiple(ev: Evidence) -> int | None:
     """The longest evaluated length, as a multiple of block_size (params' eval.length_multiples)."""
-    multiples = {int(k[len("loss_at_"):-1]) for runs in ev.m.nested.values() for r in runs.values() for k in r
-                 if k.startswith("loss_at_")}
+    multiples = {_multiple(k) for runs in ev.m.nested.values() for r in runs.values() for k in r} - {None}
     return max(multiples) if multiples else None
 
 
@@ -122,8 +127,7 @@ def alibi_flat(ev: Evidence) -> Judgement:
 
 def learned_cannot_extrapolate(ev: Evidence) -> Judgement:
     """Structural: the learned table has no vector past block_size, so every longer length must be undefined."""
-    past = [v for r in ev.m.nested.get("pos_learned", {}).values() for k, v in r.items()
-            if k.startswith("loss_at_") and int(k[len("loss_at_"):-1]) > 1]
+    past = [v for r in ev.m.nested.get("pos_learned", {}).values() for k, v in r.items() if (_multiple(k) or 0) > 1]
     undefined = bool(past) and all(v is None for v in past)
     text = "loss past block_size: " + ("undefined at every length (the model raises)" if undefined else "defined")
     return Judgement(text, "not run" if not past else ("reproduced" if undefined else "not reproduced"))
@@ -153,7 +157,7 @@ def warmup_needed(ev: Evidence) -> Judgement:
         return Judgement("runs missing", "not run")
     post = ev.effect(best[("post", False)], best[("post", True)])
     pre = ev.effect(best[("pre", False)], best[("pre", True)])
-    rates = len(ev.sweeps.get("block_post_norm_no_warmup", [])) or 1
+    rates = len(ev.sweeps.get(STABILITY_ROWS[("post", False)], [])) or 1
     text = (f"best over {rates} learning rates: post-norm without − with warm-up = {ev.text(post)}; pre-norm "
             f"without − with warm-up = {ev.text(pre)} (holds if ≤ {margin}); best runs: {', '.join(best.values())}")
     return Judgement(text, all_of([greater(post), at_most(pre, margin)]), {"post": post, "pre": pre})
