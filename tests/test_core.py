@@ -46,8 +46,19 @@ def tiny(**overrides) -> ModelConfig:
 
 
 def model_of(**overrides) -> MiniFormer:
+    """A tiny model whose position parameters are random, not their init: T5's table starts at zero and the
+    sinusoidal scale at one, so at init a test of either would not exercise the method at all."""
     torch.manual_seed(0)
-    return MiniFormer(tiny(**overrides)).eval()
+    model = MiniFormer(tiny(**overrides)).eval()
+    with torch.no_grad():
+        for _, p in model.position.named_parameters():
+            p.copy_(torch.randn_like(p) * 0.5 + (1.0 if p.dim() == 0 else 0.0))
+    return model
+
+
+def test_model_of_gives_t5_a_non_trivial_table():
+    bias = model_of(pos="t5").position.score_bias(6, torch.device("cpu"))
+    assert bias.std() > 0.1  # different offsets get different biases
 
 
 # --- primitives ------------------------------------------------------------------------------------------------------
@@ -126,11 +137,12 @@ HAND_COMPUTED = {
 }
 
 
-@pytest.mark.parametrize("kind", HAND_COMPUTED)
-@pytest.mark.parametrize("path", ["explicit", "sdpa", "sdpa-causal-hint"])
+# SDPA's causal hint replaces the mask by its own causal one, so it has only the causal case to be tested on.
+HAND_CASES = [(k, p) for k in HAND_COMPUTED for p in ("explicit", "sdpa")] + [("causal", "sdpa-causal-hint")]
+
+
+@pytest.mark.parametrize("kind,path", HAND_CASES, ids=[f"{p}-{k}" for k, p in HAND_CASES])
 def test_attention_matches_a_hand_computed_example(kind, path):
-    if path == "sdpa-causal-hint" and kind != "causal":
-        return  # the hint exists only for the causal mask
     q, k, v = (torch.tensor(t, dtype=torch.float64).view(1, 1, 3, 1) for t in ([1, 2, 0], [1, 0, 1], [1, 2, 4]))
     mask = {"causal": make_causal_mask(3), "prefix": prefix_mask(torch.tensor([2]), 3)[0], "full": None}[kind]
     attn = SelfAttention(1, 1).double()
@@ -186,9 +198,14 @@ def test_qkv_role_swap_is_a_relabelling_of_the_projections():
 
 
 def test_head_mean_projects_from_one_head_width():
+    torch.manual_seed(0)
     attn = SelfAttention(32, 4, head_merge="mean")
     assert attn.proj.in_features == 8
-    assert attn(torch.randn(1, 3, 32), None)[0].shape == (1, 3, 32)
+    x = torch.randn(1, 3, 32)
+    q, k, v = split_heads_qkv(*attn.qkv(x).split(32, dim=2), 4)
+    per_head = attn_softmax(attn_scaled(pairwise_similarities(q, k), 32, 4)) @ v  # (1, 4, 3, 8), no mask
+    expected = attn.proj(per_head.mean(dim=1))  # the heads' average, not their sum or concatenation
+    torch.testing.assert_close(attn(x, None)[0], expected)
 
 
 # --- positions -------------------------------------------------------------------------------------------------------
@@ -350,8 +367,17 @@ def test_span_batch_fits_block_and_takes_loss_on_targets_only():
     tokens = torch.randint(0, 30, (4, OBJECTIVES["span"].window_length(T)))
     batch = span_batch(tokens, specials, torch.Generator().manual_seed(0))
     assert batch.x.shape[1] <= T
-    assert ((batch.y == IGNORE) | (batch.y < specials.model_vocab)).all()
-    assert (batch.y != IGNORE).sum(1).min() > 0
+    replay = torch.Generator().manual_seed(0)  # the same draws, row by row, as span_batch made
+    for b, seq in enumerate(tokens.tolist()):
+        inputs, targets = corrupt_spans(seq, specials, replay)
+        p = len(inputs)
+        assert batch.x[b, :p].tolist() == inputs  # the corrupted input is read first ...
+        taken = (batch.y[b] != IGNORE).nonzero().flatten().tolist()
+        # ... and the loss is on exactly the targets: position i predicts token i+1, so from p-1 to the end of the
+        # targets, never on the input (that would train a copy task) and never on the padding
+        assert taken == list(range(p - 1, p - 1 + len(targets)))
+        assert batch.y[b, taken].tolist() == targets
+        assert torch.equal(batch.mask[b], prefix_mask(torch.tensor([p]), batch.x.shape[1])[0])
 
 
 # --- training and counting -------------------------------------------------------------------------------------------
@@ -363,10 +389,16 @@ def test_param_and_flop_counts():
     model = model_of()
     assert count_params(model) == sum(p.numel() for p in model.parameters())
     assert count_params(model, non_embedding=True) == count_params(model) - 20 * 32
-    # forward matmul FLOPs ≈ 2 × non-embedding params + attention + head
-    fwd = flops_per_token(model, training=False)
-    assert fwd > 2 * count_params(model, non_embedding=True)
-    assert flops_per_token(model) == 3 * fwd
+    learned = model_of(pos="learned")
+    assert count_params(learned, non_embedding=True) == count_params(learned) - 20 * 32 - 16 * 32
+    # By hand, C = 32, T = 16, 2 layers, MLP 128, vocab 20. Per layer: qkv 3·32·32 + out 32·32 + MLP 2·32·128 =
+    # 12288 weights, 2 FLOPs each = 24576; attention QKᵀ and AV 2·2·16·32 = 2048. Head 2·32·20 = 1280.
+    # Forward: 2·(24576 + 2048) + 1280 = 54528; training 3× that.
+    assert flops_per_token(model, training=False) == 54528
+    assert flops_per_token(model) == 3 * 54528
+    # head_merge=mean projects from one head's width (8): out 8·32 instead of 32·32
+    assert flops_per_token(model_of(head_merge="mean"), training=False) == 54528 - 2 * 2 * (32 * 32 - 8 * 32)
+    assert flops_per_token(model, seq_len=32, training=False) == 54528 + 2 * 2 * 2 * 16 * 32
 
 
 @pytest.mark.parametrize(

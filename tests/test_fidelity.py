@@ -132,9 +132,25 @@ class Recorder(torch.nn.Module):
 
 
 def test_prefix_generation_mask_is_the_training_prefix_mask():
-    for p, T in [(0, 5), (3, 7), (7, 7)]:
-        expected = torch.tensor([[j < p or j <= i for j in range(T)] for i in range(T)])
-        assert torch.equal(prefix_mask(torch.tensor([p]), T)[0], expected)
+    """Generation with a prefix reads the text under the mask training used: key j visible to query i if j is in the
+    prefix or j <= i; checked on the masks generate actually passes to the model, against the rule written out."""
+    torch.manual_seed(0)
+    model = MiniFormer(tiny(pos="rope")).eval()
+    original, seen = model.forward, []
+
+    def spy(idx, *a, attn_mask=None, **k):
+        seen.append(attn_mask)
+        return original(idx, *a, attn_mask=attn_mask, **k)
+
+    model.forward = spy
+    for p, T in [(1, 5), (3, 7), (7, 9)]:
+        seen.clear()
+        model.generate(torch.arange(1, p + 1)[None], T - p, temperature=0, prefix_len=p)
+        last = seen[-1]  # the final step reads T - 1 tokens
+        n = last.size(-1)
+        expected = torch.tensor([[j < p or j <= i for j in range(n)] for i in range(n)])
+        assert torch.equal(last, expected)
+        assert torch.equal(prefix_mask(torch.tensor([p]), n)[0], expected)  # the training batches' mask
 
 
 def test_prefix_generation_reads_the_prompt_bidirectionally():

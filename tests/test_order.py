@@ -3,6 +3,7 @@ bidirectionally cannot prefer either order."""
 
 from __future__ import annotations
 
+import pytest
 import torch
 
 from miniformer.evaluate import ORDER_TIE, Evaluator, swapped_lines
@@ -50,11 +51,33 @@ def test_a_bidirectional_mlm_without_positions_ties_exactly_and_with_positions_d
         assert abs(causal.sequence_score(true) - causal.sequence_score(swapped)) > 100 * ORDER_TIE
 
 
+class SeesTheHiddenToken(torch.nn.Module):
+    """A stand-in model that records its input and, at the last position, predicts whichever token of ``ids`` is
+    missing from the row: a certain answer exactly when the scored token is hidden from it."""
+
+    def __init__(self, ids: list[int], vocab: int) -> None:
+        super().__init__()
+        self.weight = torch.nn.Parameter(torch.zeros(1))
+        self.ids, self.vocab, self.rows = ids, vocab, None
+
+    def forward(self, x, attn_mask=None, **_):
+        self.rows = x.clone()
+        logits = torch.zeros(*x.shape, self.vocab)
+        for r, row in enumerate(x.tolist()):
+            missing = [t for j, t in enumerate(self.ids) if row[j] != t]
+            logits[r, -1, missing[0] if len(missing) == 1 else 0] = 50.0
+        return {"logits": logits}
+
+
 def test_span_scoring_hides_each_token_with_a_sentinel():
-    ev = scorer("span", "rope")
-    with torch.no_grad():
-        score = ev.sequence_score([1, 2, 3, 4])
-    assert score < 0 and torch.isfinite(torch.tensor(score))
+    ids, specials = [1, 2, 3, 4], Specials(20)
+    s0 = specials.sentinel(0)
+    model = SeesTheHiddenToken(ids, specials.model_vocab)
+    logp = OBJECTIVES["span"].sequence_log_likelihood(model, ids, specials)
+    # row i is the line with token i replaced by sentinel 0, then sentinel 0 again (the target's start)
+    expected = [[s0 if j == i else t for j, t in enumerate(ids)] + [s0] for i in range(len(ids))]
+    assert model.rows.tolist() == expected
+    assert logp.tolist() == pytest.approx([0.0] * 4, abs=1e-6)  # each hidden token is the one scored
 
 
 def test_figures_draw_cjk_labels_without_missing_glyphs():

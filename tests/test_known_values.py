@@ -1,0 +1,229 @@
+"""Known values: each number a claim or a variant rests on, checked against its published definition or a hand
+computation (RoPE's frequencies, T5's buckets, ALiBi's bias, the learning-rate schedule, the evaluation statistics and
+the eval.json -> metrics.json mapping)."""
+
+from __future__ import annotations
+
+import math
+from types import SimpleNamespace
+
+import numpy as np
+import pytest
+import torch
+
+from miniformer.evaluate import Evaluator
+from miniformer.network.objectives import OBJECTIVES, Specials
+from miniformer.network.positions import ALiBi, Rotary, T5Bias, apply_rotary, build_position, t5_bucket
+from miniformer.params import Study
+from miniformer.study.aggregate import run_scalars
+from miniformer.train import attention_entropy, lr_at
+from tests.conftest import tiny_params
+
+CPU = torch.device("cpu")
+
+# --- RoPE ------------------------------------------------------------------------------------------------------------
+
+
+def test_rope_frequencies_follow_the_roformer_formula():
+    """θ_i = 10000^(−2i/d) (Su et al. 2021, eq. 15): d = 8: pairs turn 1, 0.1, 0.01, 0.001 rad per position."""
+    rope = Rotary(8)
+    torch.testing.assert_close(rope.inv_freq, torch.tensor([1.0, 0.1, 0.01, 0.001]))
+    model_rope = build_position("rope", block_size=16, n_embd=32, n_head=4)  # the model's: head dim 32/4 = 8
+    torch.testing.assert_close(model_rope.inv_freq, torch.tensor([1.0, 0.1, 0.01, 0.001]))
+    rot = rope.rotations(10, CPU)
+    torch.testing.assert_close(torch.angle(rot[7, 1]), torch.tensor(0.7))  # position 7, pair 1: 7 · 0.1 rad
+    torch.testing.assert_close(rot.abs(), torch.ones(10, 4))
+
+
+def test_rope_rotates_a_known_vector_by_position_times_frequency():
+    rope = Rotary(4)
+    rot = rope.rotations(6, CPU)
+    x = torch.tensor([1.0, 0.0, 0.0, 1.0])  # pair 0 along the real axis, pair 1 along the imaginary one
+    out = apply_rotary(x, rot[5])
+    a, b = 5 * 1.0, 5 * 0.01  # angles at position 5 (θ = 1 and 10000^(-1/2) = 0.01)
+    torch.testing.assert_close(out, torch.tensor([math.cos(a), math.sin(a), -math.sin(b), math.cos(b)]))
+
+
+# --- T5 buckets ------------------------------------------------------------------------------------------------------
+
+
+def t5_reference_bucket(n: int, num_buckets: int = 32, max_distance: int = 128) -> int:
+    """T5's unidirectional bucket of a distance n >= 0 into the past, as written in its paper's code
+    (mesh_tensorflow ``_relative_position_bucket``): exact below num_buckets/2, log-spaced up to max_distance, then
+    the last bucket."""
+    exact = num_buckets // 2
+    if n < exact:
+        return n
+    large = exact + int(math.log(n / exact) / math.log(max_distance / exact) * (num_buckets - exact))
+    return min(large, num_buckets - 1)
+
+
+def test_t5_buckets_of_offsets_0_to_600_follow_t5s_definition():
+    distances = torch.arange(601)
+    past = t5_bucket(-distances, 32, 128).tolist()  # key before the query: relative = key − query <= 0
+    assert past == [t5_reference_bucket(n) for n in range(601)]
+    assert past[:16] == list(range(16))  # exact: offsets 0 and 1 never share a bucket
+    assert past[128:] == [31] * (601 - 128)  # flat past max_distance
+    future = t5_bucket(distances[1:], 32, 128).tolist()  # keys after the query get the second table
+    assert future == [32 + t5_reference_bucket(n) for n in range(1, 601)]
+
+
+def test_t5_bias_reads_its_table_at_the_bucket_of_each_offset():
+    t5 = T5Bias(n_head=2, head_dim=4, num_buckets=32, max_distance=16)
+    with torch.no_grad():
+        t5.bias.weight.copy_(torch.arange(128.0).view(64, 2))
+    bias = t5.score_bias(3, CPU, start=5)  # queries 5, 6, 7 against keys 0 … 7
+    for h in range(2):
+        for qi, query in enumerate(range(5, 8)):
+            for key in range(8):
+                bucket = int(t5_bucket(torch.tensor(key - query), 32, 16))
+                assert bias[h, qi, key].item() == pytest.approx(t5.bias.weight[bucket, h].item() * 2.0)  # × √head_dim
+
+
+# --- ALiBi -----------------------------------------------------------------------------------------------------------
+
+
+def test_alibi_bias_is_minus_slope_times_distance():
+    """Press et al. 2022 §3: query i and key j get −m_h·(i − j); heads' slopes 1/4, 1/16, 1/64, 1/256 for 4 heads."""
+    bias = ALiBi(4).score_bias(3, CPU, start=4)  # queries 4, 5, 6 after four cached positions
+    slopes = [1 / 4, 1 / 16, 1 / 64, 1 / 256]
+    for h, m in enumerate(slopes):
+        for qi, query in enumerate(range(4, 7)):
+            for key in range(7):
+                assert bias[h, qi, key].item() == pytest.approx(-m * abs(query - key))
+    assert bias[0, 2, 0].item() == pytest.approx(-1.5)  # distance 6 at slope 1/4: farther keys are penalised more
+
+
+# --- learning-rate schedule ------------------------------------------------------------------------------------------
+
+
+def test_lr_schedule_warms_up_linearly_then_decays_by_cosine_to_the_floor():
+    cfg = SimpleNamespace(lr=1e-3, min_lr=1e-4, warmup=10, steps=110)
+    assert lr_at(0, cfg) == pytest.approx(1e-4)  # first step: lr / warmup
+    assert lr_at(4, cfg) == pytest.approx(5e-4)
+    assert lr_at(9, cfg) == pytest.approx(1e-3)  # warm-up ends at the peak
+    assert lr_at(10, cfg) == pytest.approx(1e-3)  # cosine starts at the peak
+    assert lr_at(60, cfg) == pytest.approx(5.5e-4)  # half-way: the mean of peak and floor
+    assert lr_at(35, cfg) == pytest.approx(1e-4 + 0.45e-3 * (1 + math.cos(math.pi / 4)))
+    assert lr_at(110, cfg) == pytest.approx(1e-4)
+    assert lr_at(500, cfg) == pytest.approx(1e-4)  # never below the floor
+    no_warmup = SimpleNamespace(lr=1e-3, min_lr=0.0, warmup=0, steps=100)
+    assert lr_at(0, no_warmup) == pytest.approx(1e-3)
+
+
+# --- evaluation statistics on stand-in models ------------------------------------------------------------------------
+
+
+class Stub(torch.nn.Module):
+    """A stand-in model: hidden states, attention maps or logits chosen by the test."""
+
+    def __init__(self, hidden=None, weights=None, logits=None) -> None:
+        super().__init__()
+        self.weight = torch.nn.Parameter(torch.zeros(1))
+        self.hidden, self.weights, self.logits = hidden, weights, logits
+
+    def forward(self, idx, attn_mask=None, return_weights=False, return_hidden=False, **_):
+        B, T = idx.shape
+        out = {"logits": self.logits(idx) if self.logits else torch.zeros(B, T, 8)}
+        if return_hidden:
+            out["hidden"] = self.hidden(B, T)
+        if return_weights:
+            out["weights"] = self.weights(B, T)
+        return out
+
+
+def evaluator(model: torch.nn.Module, vocab: int = 8, block: int = 8, **eval_overrides) -> Evaluator:
+    params = tiny_params("corpus.txt")
+    params["model"]["block_size"] = block
+    params["eval"].update(eval_overrides)
+    run = Study(params).config("baseline", 0)
+    data = SimpleNamespace(vocab_size=vocab, tokenizer=None,
+                           splits={s: (np.arange(4000) % vocab).astype(np.uint16) for s in ("train", "val", "test")})
+    return Evaluator.for_model(run, model, data)
+
+
+def test_hidden_uniformity_is_one_for_identical_states_and_zero_for_orthogonal_ones():
+    same = evaluator(Stub(hidden=lambda B, T: torch.ones(B, T, 16)))
+    assert same.uniformity() == pytest.approx(1.0)
+    orthogonal = evaluator(Stub(hidden=lambda B, T: torch.eye(16)[:T].expand(B, T, 16) * 3.0))
+    assert orthogonal.uniformity() == pytest.approx(0.0, abs=1e-7)
+    opposite = evaluator(Stub(hidden=lambda B, T: torch.tensor([[1.0, 0.0], [-1.0, 0.0]]).repeat(T // 2, 1)
+                              .expand(B, T, 2)))
+    T = 8  # alternating ±e1: of the 8·7 ordered pairs, 24 agree (+1) and 32 disagree (−1)
+    assert opposite.uniformity() == pytest.approx((24 - 32) / (T * (T - 1)))
+
+
+def uniform_causal(B: int, H: int, T: int) -> torch.Tensor:
+    rows = torch.ones(T, T).tril()
+    return (rows / rows.sum(-1, keepdim=True)).expand(B, H, T, T)
+
+
+def test_attention_entropy_of_a_uniform_causal_row_is_log_of_its_length():
+    T = 6
+    expected = np.mean([math.log(i + 1) for i in range(T)])  # row i spreads evenly over i + 1 keys
+    assert attention_entropy([uniform_causal(2, 3, T)]) == pytest.approx([expected])
+    assert attention_entropy([torch.eye(T).expand(1, 1, T, T)]) == pytest.approx([0.0], abs=1e-9)
+
+
+def test_head_diversity_is_zero_for_equal_heads_and_log_2_for_disjoint_ones():
+    def two_layers(B: int, T: int) -> list[torch.Tensor]:
+        first_key = torch.zeros(T, T)
+        first_key[:, 0] = 1.0  # head 0 looks at the first token, head 1 at itself: disjoint except in row 0
+        disjoint = torch.stack([first_key, torch.eye(T)]).expand(B, 2, T, T)
+        return [uniform_causal(B, 2, T), disjoint]
+
+    ev = evaluator(Stub(weights=two_layers))
+    stats = ev.head_stats()
+    T = ev.T
+    assert stats["head_diversity"] == pytest.approx((0.0 + (T - 1) / T * math.log(2)) / 2)
+    assert stats["attention_entropy"] == pytest.approx([np.mean([math.log(i + 1) for i in range(T)]), 0.0])
+
+
+def test_length_losses_average_each_window_and_split_off_what_lies_past_the_block():
+    """A stand-in that is certain of the next token (data is 0, 1, 2, … mod vocab) only from position block_size on,
+    and uniform before: loss log(vocab) inside the block, 0 past it."""
+    vocab, block = 8, 8
+
+    def logits(idx: torch.Tensor) -> torch.Tensor:
+        out = torch.zeros(*idx.shape, vocab)
+        nxt = (idx + 1) % vocab
+        out[:, block:].scatter_(-1, nxt[:, block:, None], 100.0)
+        return out
+
+    ev = evaluator(Stub(logits=logits), vocab=vocab, block=block, length_multiples=[1, 2, 4], max_tokens=2048)
+    lengths = ev.length_sweep()
+    uniform = math.log(vocab)
+    assert lengths["1"]["loss"] == pytest.approx(uniform) and lengths["1"]["loss_beyond_block"] is None
+    assert lengths["2"]["loss"] == pytest.approx(uniform / 2) and lengths["2"]["loss_beyond_block"] == pytest.approx(0)
+    assert lengths["4"]["loss"] == pytest.approx(uniform / 4)
+    bins = lengths["4"]["per_position"]
+    assert bins[: len(bins) // 4] == pytest.approx([uniform] * (len(bins) // 4))  # the first quarter is the block
+    assert bins[len(bins) // 4 :] == pytest.approx([0.0] * (len(bins) - len(bins) // 4), abs=1e-6)
+
+
+# --- eval.json -> metrics.json ---------------------------------------------------------------------------------------
+
+
+def test_run_scalars_take_each_number_from_its_own_field():
+    train = {"final_train_loss": 1.1, "diverged": False, "divergence_step": None, "loss_spikes": 2, "n_params": 99}
+    ev = {
+        "val_loss": 2.1, "test_loss": 2.2, "head_diversity": 0.3, "attention_entropy": [1.0, 2.0],
+        "order_sensitivity": {"delta": 0.4}, "minimal_pairs": {"true_order_preferred": 0.6, "ties": 1, "pairs": 4},
+        "hidden_uniformity": 0.7, "attention_upper_triangle_zero": True, "val_loss_with_causal_mask": 3.3,
+        "probe": {"recovery_accuracy": 0.8, "candidate_recall": 0.9, "continuation_loss": 1.9},
+        "lengths": {"1": {"applicable": True, "loss": 2.0}, "2": {"applicable": False, "reason": "x"}},
+        "generation_stats": {"4": {"distinct_2": 0.95, "repetition": 0.05}},
+    }
+    assert run_scalars(train, ev) == {
+        "val_loss": 2.1, "test_loss": 2.2, "final_train_loss": 1.1, "diverged": False, "divergence_step": None,
+        "loss_spikes": 2, "n_params": 99, "head_diversity": 0.3, "attention_entropy": 1.5, "order_delta": 0.4,
+        "order_preference": 0.6, "order_ties": 0.25, "hidden_uniformity": 0.7, "recovery_accuracy": 0.8,
+        "probe_candidate_recall": 0.9, "continuation_loss": 1.9, "upper_triangle_zero": True,
+        "val_loss_with_causal_mask": 3.3, "loss_at_1x": 2.0, "loss_at_2x": None, "gen_4x_distinct_2": 0.95,
+        "gen_4x_repetition": 0.05,
+    }
+
+
+def test_objectives_batches_are_what_the_evaluator_reads():  # the stand-in evaluator uses the real objectives
+    assert evaluator(Stub()).objective is OBJECTIVES["causal"]
+    assert Specials(8).model_vocab == 8 + 1 + 32
