@@ -4,7 +4,7 @@ PY := $(VENV)/bin/python
 export PATH := $(abspath $(VENV))/bin:$(PATH)
 CORES ?= 2
 
-.PHONY: venv study smoke crosscheck report test test-fast lint bench clean
+.PHONY: venv study smoke crosscheck report test test-fast lint bench mutation clean
 
 $(VENV)/.installed: pyproject.toml
 	python3 -m venv $(VENV)
@@ -48,3 +48,17 @@ bench: venv
 
 clean:
 	rm -rf results report/report.html data/prepared .snakemake
+
+# mutation check of the modules the verdicts rest on, each against its fast tests (≈ 1 h on 2 cores; see
+# tests/README.md for the last scores). Run it in a copy of the repository: it edits each module while it runs.
+NETWORK_TESTS := tests/test_core.py tests/test_known_values.py tests/test_fidelity.py tests/test_order.py
+STUDY_TESTS := tests/test_stats.py tests/test_findings.py
+mutation: venv
+	for m in attention positions model objectives flops; do \
+	  $(PY) tests/mutation.py src/miniformer/network/$$m.py --min-score 0.85 -- $(NETWORK_TESTS) || exit 1; done
+	$(PY) tests/mutation.py src/miniformer/study/stats.py --min-score 0.85 -- $(STUDY_TESTS)
+	$(PY) tests/mutation.py src/miniformer/study/claims.py -- $(STUDY_TESTS)
+	$(PY) tests/mutation.py src/miniformer/study/findings.py -- $(STUDY_TESTS)
+	$(PY) tests/mutation.py src/miniformer/evaluate.py -- tests/test_known_values.py tests/test_order.py \
+	  tests/test_engine.py tests/test_fidelity.py
+	$(PY) tests/mutation.py src/miniformer/train.py --function lr_at -- tests/test_known_values.py
