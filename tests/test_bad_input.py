@@ -2,12 +2,14 @@
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 
 import pytest
 import yaml
 
 from miniformer.cli import main
+from miniformer.errors import UserError
 from miniformer.params import Study
 from tests.conftest import tiny_params
 
@@ -82,6 +84,39 @@ CASES = [
     ("corpus that never ends", lambda p: edit(p, "data.corpus", "/dev/zero"), "is not a regular file"),
     ("sweep of an unknown key", lambda p: edit(p, "experiments.baseline.sweep", {"train.lrr": [0.1]}),
      "unknown key"),
+    # sweep values become folder names: a space, a path, a list are refused before anything is written
+    ("sweep value with a space", lambda p: edit(p, "experiments.baseline.sweep", {"eval.probe_line": ["a b"]}),
+     "value 'a b' cannot name a run folder"),
+    ("sweep value escaping results/",
+     lambda p: edit(p, "experiments.baseline.sweep", {"eval.probe_line": ["../../../../x"]}),
+     "cannot name a run folder"),
+    ("sweep value '..'", lambda p: edit(p, "experiments.baseline.sweep", {"eval.probe_line": [".."]}),
+     "cannot name a run folder"),
+    ("sweep of a list", lambda p: edit(p, "experiments.baseline.sweep", {"eval.length_multiples": [[1, 2]]}),
+     "cannot name a run folder"),
+    # findings settings change verdicts: typed and in range
+    ("confidence 0", lambda p: edit(p, "findings.confidence", 0), "findings.confidence = 0 must be in [0.5, 1)"),
+    ("confidence 1.5", lambda p: edit(p, "findings.confidence", 1.5), "findings.confidence = 1.5 must be in"),
+    ("confidence as a word", lambda p: edit(p, "findings.confidence", "high"),
+     "findings.confidence = 'high' has type str, expected float"),
+    ("bootstrap 0", lambda p: edit(p, "findings.bootstrap", 0), "findings.bootstrap = 0 must be >= 200"),
+    ("bootstrap 2.5", lambda p: edit(p, "findings.bootstrap", 2.5), "findings.bootstrap = 2.5 has type float"),
+    ("negative margin", lambda p: edit(p, "findings.equivalence_margin", -0.1), "equivalence_margin = -0.1"),
+    ("unknown findings key", lambda p: edit(p, "findings.confidense", 0.9), "did you mean 'confidence'"),
+    # every value has a type
+    ("hypothesis as a list", lambda p: edit(p, "experiments.baseline.hypothesis", ["a", ["b"]]),
+     "experiments.baseline.hypothesis = a list of 2 item(s) has type list, expected str"),
+    ("hypothesis too long", lambda p: edit(p, "experiments.baseline.hypothesis", "x" * 5000),
+     "experiments.baseline.hypothesis is 5000 characters long; at most 2000"),
+    ("all_seeds as a word", lambda p: edit(p, "experiments.pos_learned.all_seeds", "yes"),
+     "all_seeds = 'yes' has type str, expected bool"),
+    ("zero heads", lambda p: edit(p, "model.n_head", 0), "n_head=0 must be a positive integer"),
+    ("zero width", lambda p: edit(p, "model.n_embd", 0), "n_embd=0 must be a positive integer"),
+    ("duplicate seeds", lambda p: edit(p, "seeds", [0, 0, 1]), "lists a seed twice"),
+    ("negative seed", lambda p: edit(p, "seeds", [-1, 0]), "each seed must be between 0 and"),
+    ("seeds per experiment 0", lambda p: edit(p, "profiles.default.seeds_per_experiment", 0),
+     "seeds_per_experiment = 0 must be an integer >= 1"),
+    ("BPE vocab 1", lambda p: edit(edit(p, "data.tokenizer", "bpe"), "data.vocab_size", 1), "data.vocab_size = 1"),
 ]
 
 
@@ -92,6 +127,26 @@ def test_bad_params_one_line(tmp_path, corpus, capsys, name, mutate, message):
     err = capsys.readouterr().err.strip().splitlines()
     assert len(err) == 1, err
     assert message in err[0], err[0]
+
+
+@pytest.mark.parametrize("command", [["list"], ["train", "baseline", "--seed", "0"]])
+def test_data_params_are_checked_by_every_command_that_loads_params(tmp_path, corpus, capsys, command):
+    params = edit(edit(tiny_params(corpus), "data.tokenizer", "bpe"), "data.vocab_size", 1)
+    assert run_cli(tmp_path, params, *command) == 2
+    assert "data.vocab_size = 1" in capsys.readouterr().err
+
+
+def test_an_alias_bomb_is_refused_at_load_without_expanding(tmp_path, corpus, capsys):
+    bomb = "a: &a [x, x, x, x, x, x, x, x, x, x]\n" + "".join(
+        f"{c}: &{c} [*{p}, *{p}, *{p}, *{p}, *{p}, *{p}, *{p}, *{p}, *{p}, *{p}]\n"
+        for p, c in zip("abcdefgh", "bcdefghi"))  # 10^9 strings if expanded
+    text = yaml.safe_dump(tiny_params(corpus)).replace("hypothesis: reference", "hypothesis: *i")
+    (tmp_path / "params.yaml").write_text("x_bomb:\n" + "".join(f"  {line}\n" for line in bomb.splitlines()) + text)
+    assert main(["list", "--params", str(tmp_path / "params.yaml")]) == 2
+    assert "expands to more than 100000 values" in capsys.readouterr().err
+    with pytest.raises(UserError, match="expands to more than"):  # the same check for params built in code
+        Study({**tiny_params(corpus), "experiments": {"baseline": {"group": "baseline",
+                                                                   "hypothesis": yaml.safe_load(bomb)["i"]}}})
 
 
 def test_duplicate_key_in_params_is_refused(tmp_path, corpus, capsys):
@@ -189,9 +244,14 @@ def test_checkpoint_from_another_config_on_resume(trained, capsys):
     assert run_cli(tmp_path, params, "train", "baseline", "--seed", "0", "--resume") == 2
     err = capsys.readouterr().err.strip().splitlines()
     assert len(err) == 1 and "trained with a different config" in err[0]
-    # without --resume the old checkpoint is set aside (not deleted) and training starts fresh
+    # without --resume the old checkpoint is set aside (not deleted) and training starts fresh; a second change sets
+    # the second checkpoint aside beside the first instead of deleting it
     assert run_cli(tmp_path, params, "train", "baseline", "--seed", "0") == 0
-    assert (tmp_path / "results" / "runs" / "baseline" / "seed0" / "ckpt.stale.pt").exists()
+    run = tmp_path / "results" / "runs" / "baseline" / "seed0"
+    assert len(list(run.glob("ckpt.stale-*.pt"))) == 1
+    params["train"]["lr"] = 0.002
+    assert run_cli(tmp_path, params, "train", "baseline", "--seed", "0") == 0
+    assert len(list(run.glob("ckpt.stale-*.pt"))) == 2
 
 
 def test_checkpoint_from_other_training_code_is_not_resumed(trained, capsys, monkeypatch):
@@ -203,7 +263,180 @@ def test_checkpoint_from_other_training_code_is_not_resumed(trained, capsys, mon
     assert run_cli(tmp_path, params, "train", "baseline", "--seed", "0", "--resume") == 2
     assert "different config or training code" in capsys.readouterr().err
     assert run_cli(tmp_path, params, "train", "baseline", "--seed", "0") == 0
-    assert (tmp_path / "results" / "runs" / "baseline" / "seed0" / "ckpt.stale.pt").exists()
+    assert list((tmp_path / "results" / "runs" / "baseline" / "seed0").glob("ckpt.stale-*.pt"))
+
+
+# --- a run's outputs describe one finished training of one config ----------------------------------------------------
+
+
+class KilledAt(Exception):
+    pass
+
+
+def kill_training_at(monkeypatch, step: int) -> None:
+    """Stop training as a kill -9 would, right after the checkpoint of ``step`` was written."""
+    from miniformer import train
+
+    original = train.Trainer.save
+
+    def save(self):
+        original(self)
+        if self.step == step:
+            raise KilledAt
+
+    monkeypatch.setattr(train.Trainer, "save", save)
+
+
+def test_evaluate_refuses_a_half_trained_checkpoint(trained, capsys, monkeypatch):
+    tmp_path, params = trained
+    run = tmp_path / "results" / "runs" / "baseline" / "seed1"
+    kill_training_at(monkeypatch, 10)
+    with pytest.raises(KilledAt):
+        run_cli(tmp_path, params, "train", "baseline", "--seed", "1")
+    capsys.readouterr()
+    assert run_cli(tmp_path, params, "evaluate", "baseline", "--seed", "1") == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and "stopped at step 10 of 30" in err[-1] and "miniformer train baseline --seed 1" in err[-1]
+    assert not (tmp_path / "results" / "eval" / "baseline" / "seed1" / "eval.json").exists()
+    assert (run / "ckpt.pt").exists()  # nothing computed is lost: the train command resumes it
+
+
+def test_a_changed_config_killed_mid_training_cannot_reach_the_metrics(trained, capsys, monkeypatch):
+    """The issue's path: a finished, evaluated run; its lr changed; the retrain killed at step 10 of 30. The old
+    step log and metrics must not stay beside the new half-trained checkpoint, evaluate must refuse it, and aggregate
+    must refuse the old evaluation."""
+    tmp_path, params = trained
+    from miniformer.study import claims
+
+    monkeypatch.setattr(claims, "required_experiments", lambda: set())
+    for exp in ("pos_learned", "obj_mlm"):
+        assert run_cli(tmp_path, params, "train", exp, "--seed", "0") == 0
+    for exp in ("baseline", "pos_learned", "obj_mlm"):
+        assert run_cli(tmp_path, params, "evaluate", exp, "--seed", "0") == 0
+    params["seeds"] = [0]
+    assert run_cli(tmp_path, params, "aggregate") == 0
+    run = tmp_path / "results" / "runs" / "baseline" / "seed0"
+    params["train"]["lr"] = 0.001
+    kill_training_at(monkeypatch, 10)
+    with pytest.raises(KilledAt):
+        run_cli(tmp_path, params, "train", "baseline", "--seed", "0")
+    for derived in ("metrics.json", "log.tsv", "curve.json", "samples.jsonl"):
+        assert not (run / derived).exists(), derived  # the old training's files went with its checkpoint
+    capsys.readouterr()
+    assert run_cli(tmp_path, params, "evaluate", "baseline", "--seed", "0") == 2
+    assert "stopped at step 10 of 30" in capsys.readouterr().err
+    assert run_cli(tmp_path, params, "aggregate") == 2
+    assert "train the run first" in capsys.readouterr().err
+
+
+def test_aggregate_refuses_an_evaluation_of_another_training(trained, capsys, monkeypatch):
+    tmp_path, params = trained
+    from miniformer.study import claims
+
+    monkeypatch.setattr(claims, "required_experiments", lambda: set())
+    params["seeds"] = [0]
+    params["experiments"] = {"baseline": params["experiments"]["baseline"]}
+    assert run_cli(tmp_path, params, "evaluate", "baseline", "--seed", "0") == 0
+    assert run_cli(tmp_path, params, "aggregate") == 0
+    eval_json = tmp_path / "results" / "eval" / "baseline" / "seed0" / "eval.json"
+    old_eval = eval_json.read_text()
+    params["train"]["lr"] = 0.001  # retrained to the end, but not re-evaluated
+    assert run_cli(tmp_path, params, "train", "baseline", "--seed", "0") == 0
+    eval_json.write_text(old_eval)
+    capsys.readouterr()
+    assert run_cli(tmp_path, params, "aggregate") == 2
+    assert "evaluates another training of run baseline/seed0" in capsys.readouterr().err
+    params["train"]["lr"] = 0.002  # params edited after training: the outputs describe another config
+    assert run_cli(tmp_path, params, "evaluate", "baseline", "--seed", "0") == 2
+    assert "trained with another config or training code" in capsys.readouterr().err
+
+
+def test_evaluate_refuses_a_checkpoint_of_another_config(trained, capsys):
+    tmp_path, params = trained
+    params["model"]["n_layer"] = 1
+    assert run_cli(tmp_path, params, "evaluate", "baseline", "--seed", "0") == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and "re-train it (`miniformer train baseline --seed 0`)" in err[0]
+
+
+@pytest.mark.parametrize("name", ["metrics.json", "eval.json"])
+def test_an_unreadable_results_file_is_one_line(trained, capsys, monkeypatch, name):
+    tmp_path, params = trained
+    from miniformer.study import claims
+
+    monkeypatch.setattr(claims, "required_experiments", lambda: set())
+    params["seeds"] = [0]
+    params["experiments"] = {"baseline": params["experiments"]["baseline"]}
+    assert run_cli(tmp_path, params, "evaluate", "baseline", "--seed", "0") == 0
+    folder = "runs" if name == "metrics.json" else "eval"
+    (tmp_path / "results" / folder / "baseline" / "seed0" / name).write_text("{not json")
+    assert run_cli(tmp_path, params, "aggregate") == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and "not valid JSON" in err[0] and name in err[0]
+
+
+def test_a_second_training_of_the_same_run_is_refused_while_the_first_holds_it(trained, capsys):
+    from miniformer.train import LOCK_FILE, run_lock
+
+    tmp_path, params = trained
+    run = tmp_path / "results" / "runs" / "baseline" / "seed0"
+    with run_lock(run, "baseline/seed0"):
+        assert run_cli(tmp_path, params, "train", "baseline", "--seed", "0", "--no-resume") == 2
+        err = capsys.readouterr().err
+        assert f"is being trained by process {os.getpid()}" in err
+    assert not (run / LOCK_FILE).exists()
+    assert run_cli(tmp_path, params, "train", "baseline", "--seed", "0") == 0  # free again
+
+
+def test_token_files_of_other_data_params_are_refused_before_the_checkpoint_is_touched(trained, capsys):
+    tmp_path, params = trained
+    ckpt = tmp_path / "results" / "runs" / "baseline" / "seed0" / "ckpt.pt"
+    before = ckpt.read_bytes()
+    params["data"]["val_frac"] = 0.2
+    assert run_cli(tmp_path, params, "train", "baseline", "--seed", "0") == 2
+    assert "was prepared with other data params (val_frac)" in capsys.readouterr().err
+    assert ckpt.read_bytes() == before
+
+
+@pytest.mark.parametrize("key,value", [("model.block_size", 100000), ("train.batch_size", 10**7)])
+def test_a_config_too_big_for_the_machine_is_refused_before_the_checkpoint_is_touched(trained, capsys, key, value):
+    tmp_path, params = trained
+    ckpt = tmp_path / "results" / "runs" / "baseline" / "seed0" / "ckpt.pt"
+    before = ckpt.read_bytes()
+    edit(params, key, value)
+    if key == "model.block_size":
+        params["eval"]["length_multiples"] = [1]  # the corpus check would refuse first otherwise
+    with pytest.MonkeyPatch.context() as m:  # the data check would refuse a longer block first; skip it
+        from miniformer.prepare import TokenData
+
+        m.setattr(TokenData, "check_made_from", lambda *a: None)
+        assert run_cli(tmp_path, params, "train", "baseline", "--seed", "0") == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and "GiB of memory but cpu has" in err[0]
+    assert ckpt.read_bytes() == before
+
+
+def test_prepare_writes_all_or_nothing(trained, capsys, monkeypatch):
+    """The last split found too short after the others were encoded leaves the previous token files and meta.json
+    whole (a new tokenization beside the old meta.json would crash the next training)."""
+    tmp_path, params = trained
+    data = tmp_path / "data"
+    before = {p.name: p.read_bytes() for p in data.iterdir()}
+    from miniformer.tokenizer import CharTokenizer
+
+    real, calls = CharTokenizer.encode, []
+
+    def encode(self, text):
+        calls.append(text)
+        ids = real(self, text)
+        return ids[:5] if len(calls) == 3 else ids  # train, val, then a too-short test split
+
+    monkeypatch.setattr(CharTokenizer, "encode", encode)
+    params["data"]["val_frac"] = 0.2  # other splits: different token files would be written
+    assert run_cli(tmp_path, params, "prepare", "--out", str(data)) == 2
+    assert "test split has 5 tokens" in capsys.readouterr().err
+    assert {p.name: p.read_bytes() for p in data.iterdir()} == before
+    assert not [p for p in tmp_path.iterdir() if p.name.startswith(".data.")]  # no half-made folder left
 
 
 def test_code_hash_covers_what_dvc_declares():

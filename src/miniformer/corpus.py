@@ -136,14 +136,16 @@ def load_corpus(corpus: str, val_frac: float, test_frac: float, n_val_plays: int
     return split_user_text(read_user_text(corpus), val_frac, test_frac)
 
 
-def check_long_enough(splits: Splits, block_size: int, min_blocks: int = 4) -> None:
-    """Every split must hold a few blocks, else sampling windows and the 8× evaluations are impossible."""
+def check_long_enough(splits: Splits, window: int, min_blocks: int = 4) -> None:
+    """Every split must hold a few of the longest evaluation windows, else sampling and the long evaluations are
+    impossible."""
     for name in ("train", "val", "test"):
         n = len(getattr(splits, name))
-        if n < min_blocks * (block_size + 1):
+        if n < min_blocks * window:
             raise UserError(
-                f"the {name} split has {n} characters, fewer than {min_blocks} blocks of block_size={block_size}; "
-                "use a longer corpus or a smaller model.block_size"
+                f"the {name} split has {n} characters, fewer than {min_blocks} × {window} = {min_blocks * window} "
+                "(the longest evaluation window, max(eval.length_multiples) × model.block_size + 1, "
+                f"{min_blocks} times); use a longer corpus or a smaller model.block_size / eval.length_multiples"
             )
 
 

@@ -15,6 +15,7 @@ from torch import Tensor
 
 from miniformer.errors import UserError
 from miniformer.files import write_json
+from miniformer.memory import check_fits, evaluation_bytes
 from miniformer.network.attention import make_causal_mask
 from miniformer.network.model import MiniFormer, ModelConfig
 from miniformer.network.objectives import IGNORE, Specials, objective_named
@@ -40,13 +41,29 @@ def load_run_model(run_dir: Path, device: torch.device) -> tuple[MiniFormer, dic
     return model.eval(), json.loads(s["config"]), s
 
 
+def check_finished_training(ckpt: dict, run: RunConfig, run_dir: Path) -> None:
+    """Evaluate only a finished training of the config asked for: a half-trained checkpoint, or one of another config
+    left beside old outputs, would give a plausible number with nothing to say it is wrong."""
+    name, command = f"{run.experiment}/seed{run.seed}", f"`miniformer train {run.experiment} --seed {run.seed}`"
+    if ckpt.get("fingerprint") != run.fingerprint():
+        raise UserError(f"run {name}: the checkpoint in {str(run_dir)!r} was trained with another config or training "
+                        f"code than params.yaml gives this run; re-train it ({command}), then evaluate")
+    diverged = ckpt.get("divergence") not in (None, "null")
+    if not diverged and ckpt.get("step", 0) < run.train.steps:
+        raise UserError(f"run {name}: its checkpoint stopped at step {ckpt.get('step')} of {run.train.steps} "
+                        f"(training did not finish); finish it ({command}), then evaluate")
+
+
 class Evaluator:
     def __init__(self, run: RunConfig, run_dir: Path, out_dir: Path, data_dir: Path) -> None:
         torch.set_num_threads(run.train.threads)
         self.run, self.dir = run, Path(out_dir)
         self.device = pick_device(run.train.device)
         self.data = TokenData(data_dir)
+        check_fits(evaluation_bytes(run.model, run.eval.length_multiples, 0), self.device,
+                   f"evaluating {run.experiment}/seed{run.seed}", "lower eval.length_multiples or model.block_size")
         self.model, _, self.ckpt = load_run_model(run_dir, self.device)
+        check_finished_training(self.ckpt, run, run_dir)
         if self.ckpt["tokenizer_hash"] != self.data.meta["tokenizer_hash"]:
             raise UserError(
                 f"run {str(run_dir)!r} was trained with another tokenizer than {str(data_dir)!r}; "
@@ -338,6 +355,7 @@ class Evaluator:
     def run_all(self) -> dict:
         diverged = json.loads(self.ckpt["divergence"]) if self.ckpt.get("divergence") else None
         result = {
+            "fingerprint": self.ckpt.get("fingerprint"),  # the training evaluated (aggregate checks it)
             "objective": self.objective.name,
             "diverged": diverged is not None,
             "val_loss": self.split_loss("val"),

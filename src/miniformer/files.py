@@ -11,20 +11,32 @@ from typing import Any
 
 import torch
 
+from miniformer.errors import UserError
+
 
 def _atomic(path: Path, write) -> None:
+    """Write to a temporary file beside ``path``, then rename it over ``path``: the old file stays whole until the new
+    one is. A failure to write (disk full, read-only folder) is one line naming the file; the old file is kept."""
     path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
+    tmp = None
     try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
         with os.fdopen(fd, "wb") as f:
             write(f)
             f.flush()
             os.fsync(f.fileno())
         os.chmod(tmp, 0o644)  # mkstemp makes 0600 files; results are meant to be shared
         os.replace(tmp, path)
+    except OSError as e:
+        if tmp is not None:
+            Path(tmp).unlink(missing_ok=True)
+        kept = " (the previous version is kept)" if path.exists() else ""
+        raise UserError(f"cannot write {str(path)!r}: {e.strerror or e}{kept}; free disk space or make the folder "
+                        "writable, then re-run") from None
     except BaseException:
-        Path(tmp).unlink(missing_ok=True)
+        if tmp is not None:
+            Path(tmp).unlink(missing_ok=True)
         raise
 
 
@@ -49,6 +61,19 @@ def finite_or_none(x: Any) -> Any:
 
 def write_json(path: Path, obj: Any) -> None:
     atomic_write_text(path, json.dumps(finite_or_none(obj), indent=1, ensure_ascii=False, allow_nan=False) + "\n")
+
+
+def read_json(path: Path, remedy: str) -> Any:
+    """A JSON file the study wrote; missing or unreadable is one line naming the file and ``remedy`` (the command
+    that rewrites it)."""
+    path = Path(path)
+    if not path.exists():
+        raise UserError(f"{str(path)!r} is missing; {remedy}")
+    try:
+        return json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as e:
+        reason = e.strerror if isinstance(e, OSError) else f"not valid JSON: {str(e).splitlines()[0]}"
+        raise UserError(f"{str(path)!r} cannot be read ({reason}); {remedy}") from None
 
 
 def atomic_torch_save(obj: Any, path: Path) -> None:

@@ -126,13 +126,22 @@ class RunConfig:
             "eval": asdict(self.eval),
         }
 
-    def fingerprint(self) -> str:
-        """Hash of everything that shapes the trained weights: the config and the training code (used to refuse
-        resuming a checkpoint made by a different config or by different model/training code)."""
+    def _shaping(self) -> dict:
+        """The config values that shape the trained weights (not threads, logging or sampling cadence)."""
         d = self.to_dict()
         shaping = {k: d[k] for k in ("seed", "data", "model")}
         shaping["train"] = {k: v for k, v in d["train"].items() if k not in ("threads", "log_every", "sample_every")}
-        shaping["code"] = code_hash(TRAINING_CODE)
+        return shaping
+
+    def config_fingerprint(self) -> str:
+        """Hash of the config that shapes the weights, without the code: what the aggregate stage, which does not
+        read the training code, checks a run's recorded outputs against."""
+        return hashlib.sha256(json.dumps(self._shaping(), sort_keys=True).encode()).hexdigest()[:16]
+
+    def fingerprint(self) -> str:
+        """Hash of everything that shapes the trained weights: the config and the training code (used to refuse
+        resuming or evaluating a checkpoint made by a different config or by different model/training code)."""
+        shaping = {**self._shaping(), "code": code_hash(TRAINING_CODE)}
         return hashlib.sha256(json.dumps(shaping, sort_keys=True).encode()).hexdigest()[:16]
 
 
@@ -150,20 +159,56 @@ def _check_keys(d: Any, known: set[str], where: str) -> None:
             raise _unknown(key, where, known)
 
 
-def _check_section(section: str, values: Any, where: str) -> None:
-    """Keys known and values of the dataclass field's type (int accepted for float; bool never for int)."""
-    cls = SECTIONS[section]
+MAX_STRING = 2000  # characters in any params string (a hypothesis, the probe line, a corpus path)
+MAX_VALUES = 100_000  # values in the whole file, YAML aliases counted each time they are used
+
+
+def _short(value: Any) -> str:
+    """A value for an error message, never longer than a line (a huge or deeply aliased value is not repr'd)."""
+    if isinstance(value, dict | list):
+        return f"a {type(value).__name__} of {len(value)} item(s)"
+    text = repr(value)
+    return text if len(text) <= 80 else text[:77] + "..."
+
+
+def _check_value(value: Any, expected: type, name: str) -> None:
+    """``value`` has the type of the field (int accepted for float; bool never for int); strings are capped."""
+    ok = isinstance(value, expected) and not (expected is int and isinstance(value, bool))
+    ok = ok or (expected is float and isinstance(value, int) and not isinstance(value, bool))
+    if not ok:
+        raise UserError(f"params: {name} = {_short(value)} has type {type(value).__name__}, "
+                        f"expected {expected.__name__}")
+    if isinstance(value, str) and len(value) > MAX_STRING:
+        raise UserError(f"params: {name} is {len(value)} characters long; at most {MAX_STRING} are allowed")
+
+
+def _check_fields(cls: type, values: Any, where: str) -> None:
+    """Keys known to the dataclass and each value of its field's type."""
     defaults = cls()
-    _check_keys(values, {f.name for f in fields(cls)}, f"{where}{section}.")
+    _check_keys(values, {f.name for f in fields(cls)}, where)
     for key, value in values.items():
-        expected = type(getattr(defaults, key))
-        ok = isinstance(value, expected) and not (expected is int and isinstance(value, bool))
-        ok = ok or (expected is float and isinstance(value, int) and not isinstance(value, bool))
-        if not ok:
-            raise UserError(
-                f"params: {where}{section}.{key} = {value!r} has type {type(value).__name__}, "
-                f"expected {expected.__name__}"
-            )
+        _check_value(value, type(getattr(defaults, key)), f"{where}{key}")
+
+
+def _check_section(section: str, values: Any, where: str) -> None:
+    _check_fields(SECTIONS[section], values, f"{where}{section}.")
+
+
+def _check_size(raw: Any) -> None:
+    """Refuse a file that expands to more values than any study needs (a YAML alias bomb), counting as it walks so
+    the walk itself stays cheap."""
+    budget, stack = MAX_VALUES, [raw]
+    while stack:
+        node = stack.pop()
+        budget -= 1
+        if budget < 0:
+            raise UserError(f"params: the file expands to more than {MAX_VALUES} values (YAML aliases used inside "
+                            "each other?); write the values out")
+        if isinstance(node, dict):
+            stack.extend(node.keys())
+            stack.extend(node.values())
+        elif isinstance(node, list):
+            stack.extend(node)
 
 
 def deep_merge(base: dict, override: dict) -> dict:
@@ -188,17 +233,20 @@ class UniqueKeyLoader(yaml.SafeLoader):
 
 
 EXPERIMENT_NAME = re.compile(r"[A-Za-z0-9_]+")
+SWEEP_VALUE = re.compile(r"[A-Za-z0-9_.+-]+")  # what a sweep value may print as: it becomes part of a folder name
+MAX_SEED = 2**31 - 1
 
 
 class Study:
     """The validated params file: experiments, the active profile, and the run list."""
 
     def __init__(self, raw: dict, profile: str | None = None) -> None:
+        _check_size(raw)
         _check_keys(raw, TOP_KEYS, "")
         self.raw = raw
         self.profile = profile or raw.get("profile", "default")
-        if self.profile not in PROFILES:
-            raise UserError(f"params: unknown profile {self.profile!r}; choose one of {', '.join(PROFILES)}")
+        if not isinstance(self.profile, str) or self.profile not in PROFILES:
+            raise UserError(f"params: unknown profile {_short(self.profile)}; choose one of {', '.join(PROFILES)}")
         for section in SECTIONS:
             _check_section(section, raw.get(section, {}), "")
         profiles = raw.get("profiles", {})
@@ -207,9 +255,11 @@ class Study:
             _check_keys(prof, PROFILE_KEYS, f"profiles.{name}.")
             for section in SECTIONS:
                 _check_section(section, prof.get(section, {}), f"profiles.{name}.")
+            per = prof.get("seeds_per_experiment", 1)
+            if type(per) is not int or per < 1:
+                raise UserError(f"params: profiles.{name}.seeds_per_experiment = {_short(per)} must be an integer >= 1")
         self.seeds: list[int] = raw.get("seeds", [0, 1, 2])
-        if not (isinstance(self.seeds, list) and self.seeds and all(isinstance(s, int) for s in self.seeds)):
-            raise UserError(f"params: seeds = {self.seeds!r} must be a non-empty list of integers")
+        _check_seeds(self.seeds)
         self.experiments: dict[str, dict] = raw.get("experiments") or {}
         if "baseline" not in self.experiments:
             raise UserError("params: experiments must contain 'baseline' (the noise floor every verdict uses)")
@@ -218,9 +268,11 @@ class Study:
                 raise UserError(f"params: experiment name {name!r} may use only letters, digits and '_' (it names "
                                 "folders under results/ and Snakemake/DVC jobs)")
             _check_keys(exp, EXPERIMENT_KEYS, f"experiments.{name}.")
-            if exp.get("group") not in GROUPS:
+            _check_value(exp.get("hypothesis", ""), str, f"experiments.{name}.hypothesis")
+            _check_value(exp.get("all_seeds", False), bool, f"experiments.{name}.all_seeds")
+            if not isinstance(exp.get("group"), str) or exp.get("group") not in GROUPS:
                 raise UserError(
-                    f"params: experiments.{name}.group = {exp.get('group')!r}; choose one of {', '.join(GROUPS)}"
+                    f"params: experiments.{name}.group = {_short(exp.get('group'))}; choose one of {', '.join(GROUPS)}"
                 )
             for section in SECTIONS:
                 _check_section(section, exp.get(section, {}), f"experiments.{name}.")
@@ -228,8 +280,10 @@ class Study:
         for name, exp in self.experiments.items():
             self.points.update(self._expand_sweep(name, exp.get("sweep")))
         findings = raw.get("findings") or {}
-        _check_keys(findings, {f.name for f in fields(FindingsConfig)}, "findings.")
+        _check_fields(FindingsConfig, findings, "findings.")
         self.findings = FindingsConfig(**findings)
+        _validate_findings(self.findings)
+        validate_data(self.data_config())  # here, not only in prepare: every command that reads params checks them
         for name in self.names():  # build every config now: impossible combinations fail before anything runs
             self.config(name, self.seeds[0])
 
@@ -265,6 +319,10 @@ class Study:
                 raise UserError(f"params: {where}.{key} must be a non-empty list of values")
             for v in values:
                 _check_section(section, {leaf: v}, f"{where}.")
+                if isinstance(v, list | dict) or not SWEEP_VALUE.fullmatch(str(v)) or set(str(v)) == {"."}:
+                    raise UserError(f"params: {where}.{key}: value {_short(v)} cannot name a run folder "
+                                    f"(<experiment>/{leaf}=<value>); sweep numbers, booleans or words of letters, "
+                                    "digits, '_', '.', '+', '-'")
             lengths.add(len(values))
         if len(lengths) > 1:
             raise UserError(f"params: {where}: every list must have the same length (they are zipped), got "
@@ -348,6 +406,30 @@ class Study:
         return RunConfig(
             experiment, exp["group"], exp.get("hypothesis", ""), seed, self.data_config(), model, train, evalc
         )
+
+
+def _check_seeds(seeds: Any) -> None:
+    if not (isinstance(seeds, list) and seeds and all(type(x) is int for x in seeds)):
+        raise UserError(f"params: seeds = {_short(seeds)} must be a non-empty list of integers")
+    if len(set(seeds)) != len(seeds):
+        raise UserError(f"params: seeds = {seeds!r} lists a seed twice; each seed is one run, list it once")
+    if any(not 0 <= x <= MAX_SEED for x in seeds):
+        raise UserError(f"params: seeds = {seeds!r}: each seed must be between 0 and {MAX_SEED} (it names a folder, "
+                        "seed<k>, and seeds torch)")
+
+
+def _validate_findings(f: FindingsConfig) -> None:
+    checks = [
+        (0.5 <= f.confidence < 1, f"findings.confidence = {f.confidence} must be in [0.5, 1) (e.g. 0.95)"),
+        (f.equivalence_margin > 0, f"findings.equivalence_margin = {f.equivalence_margin} must be > 0 (nats)"),
+        (f.unigram_margin >= 0, f"findings.unigram_margin = {f.unigram_margin} must be >= 0 (nats)"),
+        (0 <= f.chance_margin < 0.5, f"findings.chance_margin = {f.chance_margin} must be in [0, 0.5)"),
+        (f.bootstrap >= 200, f"findings.bootstrap = {f.bootstrap} must be >= 200 resamples (fewer cannot place a "
+         "95 % interval's ends)"),
+    ]
+    for ok, message in checks:
+        if not ok:
+            raise UserError(f"params: {message}")
 
 
 def _validate_train(t: TrainConfig, where: str) -> None:

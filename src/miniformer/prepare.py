@@ -4,21 +4,32 @@ from __future__ import annotations
 
 import hashlib
 import json
+import os
+import shutil
+import tempfile
+from dataclasses import asdict
 from pathlib import Path
 
 import numpy as np
 
 from miniformer.corpus import check_long_enough, load_corpus
 from miniformer.errors import UserError
-from miniformer.files import atomic_write_bytes, atomic_write_text
+from miniformer.files import atomic_write_bytes
 from miniformer.params import DataConfig, validate_data
 from miniformer.tokenizer import CharTokenizer, tokenizer_from_json, train_tokenizer
 
 SPLITS = ("train", "val", "test")
 
 
+MAX_VOCAB = 65535  # token files are uint16
+
+
 def prepare(data: DataConfig, out_dir: Path, min_tokens: int) -> dict:
-    """Write {train,val,test}.bin and meta.json under out_dir; returns the meta dict."""
+    """Write {train,val,test}.bin and meta.json under out_dir; returns the meta dict.
+
+    All or nothing: every split is encoded and checked first, then the files are written to a folder beside out_dir
+    and swapped in whole, so a failure never leaves new token ids beside an old meta.json.
+    """
     validate_data(data)
     splits = load_corpus(data.corpus, data.val_frac, data.test_frac, data.val_plays, data.test_plays, data.split_seed)
     check_long_enough(splits, min_tokens)
@@ -27,8 +38,10 @@ def prepare(data: DataConfig, out_dir: Path, min_tokens: int) -> dict:
         tok = CharTokenizer.train(splits.train + splits.val + splits.test)
     else:
         tok = train_tokenizer(data.tokenizer, splits.train, data.vocab_size)
-    out_dir.mkdir(parents=True, exist_ok=True)
-    counts = {}
+    if tok.vocab_size > MAX_VOCAB:
+        raise UserError(f"the corpus has {tok.vocab_size} distinct characters; token files hold at most {MAX_VOCAB} "
+                        "ids (uint16): use data.tokenizer: bpe, or a corpus with fewer distinct characters")
+    encoded = {}
     for name in SPLITS:
         ids = np.asarray(tok.encode(getattr(splits, name)), dtype=np.uint16)
         if len(ids) < min_tokens:
@@ -36,21 +49,43 @@ def prepare(data: DataConfig, out_dir: Path, min_tokens: int) -> dict:
                 f"the {name} split has {len(ids)} tokens, fewer than the {min_tokens} the longest evaluation needs; "
                 "use a longer corpus or a smaller model.block_size / eval.length_multiples"
             )
-        atomic_write_bytes(out_dir / f"{name}.bin", ids.tobytes())
-        counts[name] = int(len(ids))
+        encoded[name] = ids
     meta = {
         "tokenizer": tok.kind,
         "vocab_size": tok.vocab_size,
         "tokenizer_json": tok.to_json(),
         "tokenizer_hash": hashlib.sha256(tok.to_json().encode()).hexdigest()[:16],
-        "tokens": counts,
+        "tokens": {name: int(len(ids)) for name, ids in encoded.items()},
         "characters": {name: len(getattr(splits, name)) for name in SPLITS},
         "sources": splits.sources,
         "corpus": data.corpus,
         "text_hash": hashlib.sha256((splits.train + splits.val + splits.test).encode()).hexdigest()[:16],
+        "params": asdict(data),  # what train checks the token files against
     }
-    atomic_write_text(out_dir / "meta.json", json.dumps(meta, indent=1, ensure_ascii=False))
+    files = {f"{name}.bin": ids.tobytes() for name, ids in encoded.items()}
+    files["meta.json"] = json.dumps(meta, indent=1, ensure_ascii=False).encode("utf-8")
+    swap_in(out_dir, files)
     return meta
+
+
+def swap_in(out_dir: Path, files: dict[str, bytes]) -> None:
+    """Write ``files`` into a new folder beside out_dir, then replace out_dir with it (the old one is removed only
+    once the new one is complete)."""
+    out_dir = Path(out_dir)
+    out_dir.parent.mkdir(parents=True, exist_ok=True)
+    new = Path(tempfile.mkdtemp(dir=out_dir.parent, prefix=f".{out_dir.name}.new."))
+    old = out_dir.with_name(f".{out_dir.name}.old")
+    try:
+        for name, data in files.items():
+            atomic_write_bytes(new / name, data)
+        new.chmod(0o755)
+        shutil.rmtree(old, ignore_errors=True)
+        if out_dir.exists():
+            os.replace(out_dir, old)
+        os.replace(new, out_dir)
+    finally:
+        shutil.rmtree(new, ignore_errors=True)
+        shutil.rmtree(old, ignore_errors=True)
 
 
 class TokenData:
@@ -63,6 +98,14 @@ class TokenData:
         self.meta = json.loads(meta_path.read_text(encoding="utf-8"))
         self.tokenizer = tokenizer_from_json(self.meta["tokenizer_json"])
         self.splits = {n: np.memmap(Path(data_dir) / f"{n}.bin", dtype=np.uint16, mode="r") for n in SPLITS}
+
+    def check_made_from(self, data: DataConfig, data_dir: Path) -> None:
+        """Refuse token files prepared from other data params than the run asks for (before a checkpoint is touched)."""
+        made_from = self.meta.get("params")
+        if made_from is not None and made_from != asdict(data):
+            changed = sorted(k for k in set(made_from) | set(asdict(data)) if made_from.get(k) != asdict(data).get(k))
+            raise UserError(f"{str(data_dir)!r} was prepared with other data params ({', '.join(changed)}) than "
+                            "params.yaml gives; run `miniformer prepare` first")
 
     @property
     def vocab_size(self) -> int:

@@ -7,6 +7,7 @@ metrics.json (deterministic: same params + seed on CPU -> same file) and perf.js
 from __future__ import annotations
 
 import csv
+import fcntl
 import json
 import math
 import os
@@ -23,6 +24,7 @@ from torch import Tensor
 
 from miniformer.errors import UserError
 from miniformer.files import atomic_torch_save, atomic_write_text, write_json
+from miniformer.memory import check_fits, training_bytes
 from miniformer.network.flops import count_params
 from miniformer.network.model import MiniFormer, ModelConfig
 from miniformer.network.objectives import Specials, objective_named
@@ -31,6 +33,10 @@ from miniformer.prepare import TokenData
 from miniformer.scoring import mean_loss, spread_windows, window_losses
 
 LOG_FIELDS = ["step", "train_loss", "val_loss", "lr", "grad_norm", "tokens_per_s", "peak_mem_mb"]
+# What a training writes beside its checkpoint: removed when a checkpoint of another config is set aside, so a run
+# folder never holds one training's step log beside another's checkpoint.
+DERIVED_FILES = ("metrics.json", "log.tsv", "samples.jsonl", "curve.json", "perf.json")
+LOCK_FILE = ".train.lock"
 
 
 def pick_device(requested: str) -> torch.device:
@@ -90,8 +96,12 @@ class Trainer:
         torch.set_num_threads(self.t.threads)
         self.device = pick_device(self.t.device)
         self.data = TokenData(data_dir)
+        self.data.check_made_from(run.data, data_dir)
         torch.manual_seed(run.seed)
         self.model, self.specials = build_model(run, self.data.vocab_size)
+        check_fits(training_bytes(self.model.cfg, self.t.batch_size, count_params(self.model)), self.device,
+                   f"training {run.experiment}/seed{run.seed}",
+                   "lower train.batch_size or model.block_size / n_embd / n_layer")
         self.model.to(self.device)
         self.opt = make_optimizer(self.model, run, self.device)
         self.batch_gen = torch.Generator().manual_seed(run.seed)  # which windows and masks: part of resume state
@@ -150,13 +160,7 @@ class Trainer:
             ) from None
         if s.get("fingerprint") != self.run.fingerprint():
             if mode == "auto":
-                stale = self.ckpt_path.with_name("ckpt.stale.pt")
-                os.replace(self.ckpt_path, stale)
-                print(
-                    f"checkpoint {self.ckpt_path} is from another config or training code: moved to {stale.name}, "
-                    "training from scratch",
-                    file=sys.stderr,
-                )
+                self.set_aside(str(s.get("fingerprint")))
                 return False
             raise UserError(
                 f"checkpoint {str(self.ckpt_path)!r} was trained with a different config or training code; delete "
@@ -171,6 +175,17 @@ class Trainer:
         self.samples, self.divergence = json.loads(s["samples"]), json.loads(s["divergence"])
         self.curve = json.loads(s.get("curve", "[]"))
         return True
+
+    def set_aside(self, old_fingerprint: str) -> None:
+        """Keep a checkpoint of another config under its own name (one per fingerprint, so a second change does not
+        delete the first original) and remove what that training wrote beside it."""
+        stale = self.ckpt_path.with_name(f"ckpt.stale-{old_fingerprint}.pt")
+        os.replace(self.ckpt_path, stale)
+        for name in DERIVED_FILES:
+            (self.out / name).unlink(missing_ok=True)
+        shutil.rmtree(self.out / "dvclive", ignore_errors=True)
+        print(f"checkpoint {self.ckpt_path} is from another config or training code: moved to {stale.name} (with "
+              "any set aside earlier), its step log and metrics removed; training from scratch", file=sys.stderr)
 
     # --- one step ----------------------------------------------------------------------------------------------------
 
@@ -280,6 +295,10 @@ class Trainer:
 
     def fit(self, resume: str, progress: bool) -> dict:
         self.out.mkdir(parents=True, exist_ok=True)
+        with run_lock(self.out, f"{self.run.experiment}/seed{self.run.seed}"):
+            return self._fit(resume, progress)
+
+    def _fit(self, resume: str, progress: bool) -> dict:
         resumed = self.resume(resume)
         if not resumed:
             self.save()  # step 0: a valid checkpoint exists from the start (divergence falls back to the last good one)
@@ -364,6 +383,8 @@ class Trainer:
             "divergence_reason": self.divergence["reason"] if self.divergence else None,
             "n_params": count_params(self.model),
             "loss_spikes": count_spikes([r["train_loss"] for r in self.rows]),
+            "fingerprint": self.run.fingerprint(),  # evaluate and aggregate check what they read against these
+            "config_fingerprint": self.run.config_fingerprint(),
         }
         write_json(self.out / "metrics.json", metrics)
         perf = {
@@ -388,6 +409,34 @@ def count_spikes(losses: list[float], factor: float = 1.5) -> int:
             spikes += 1
         best = min(best, loss)
     return spikes
+
+
+class run_lock:  # noqa: N801 - used as a context manager, like open()
+    """One training per run folder at a time: a second process of the same run says who holds it and exits."""
+
+    def __init__(self, folder: Path, name: str) -> None:
+        self.path, self.name = Path(folder) / LOCK_FILE, name
+
+    def __enter__(self) -> run_lock:
+        self.file = open(self.path, "a+")  # noqa: SIM115 - held until __exit__
+        try:
+            fcntl.flock(self.file, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            self.file.seek(0)
+            holder = self.file.read().strip() or "another process"
+            self.file.close()
+            raise UserError(f"run {self.name} is being trained by process {holder} (lock {str(self.path)!r}); wait "
+                            "for it to finish or stop it, then re-run") from None
+        self.file.seek(0)
+        self.file.truncate()
+        self.file.write(str(os.getpid()))
+        self.file.flush()
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.path.unlink(missing_ok=True)  # a run folder holds only outputs once training is over
+        fcntl.flock(self.file, fcntl.LOCK_UN)
+        self.file.close()
 
 
 def write_log_tsv(path: Path, rows: list[dict]) -> None:

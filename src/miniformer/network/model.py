@@ -36,6 +36,11 @@ class ModelConfig:
     init: str = "vaswani"  # vaswani | gpt2: weight init and embedding scale, see MiniFormer.init_weights
 
     def __post_init__(self) -> None:
+        sizes = {"vocab_size": self.vocab_size, "block_size": self.block_size, "n_layer": self.n_layer,
+                 "n_head": self.n_head, "n_embd": self.n_embd}
+        for name, size in sizes.items():  # first: the checks below divide by them
+            if size <= 0:
+                raise ValueError(f"{name}={size} must be a positive integer")
         checks = [
             (self.n_embd % self.n_head == 0, f"n_embd={self.n_embd} is not divisible by n_head={self.n_head}"),
             (self.pos in POSITION_METHODS, f"unknown pos={self.pos!r}; choose one of {', '.join(POSITION_METHODS)}"),
@@ -46,7 +51,6 @@ class ModelConfig:
             (sorted(self.qkv_order) == ["k", "q", "v"], f"qkv_order={self.qkv_order!r} is not a permutation of qkv"),
             (self.mlp_ratio > 0, f"mlp_ratio={self.mlp_ratio} must be > 0"),
             (0 <= self.dropout < 1, f"dropout={self.dropout} must be in [0, 1)"),
-            (min(self.vocab_size, self.block_size, self.n_layer, self.n_head) > 0, "sizes must be positive"),
         ]
         for ok, message in checks:
             if not ok:

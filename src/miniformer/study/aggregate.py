@@ -4,22 +4,45 @@ per-window samples behind the report's intervals into results/windows.json, and 
 
 from __future__ import annotations
 
-import json
 import statistics
 from pathlib import Path
 
 import pandas as pd
 
+from miniformer import files
 from miniformer.errors import UserError
 from miniformer.files import atomic_write_text, write_json
 from miniformer.layout import eval_dir, run_dir, seed_folder
 from miniformer.params import Study
 
+STAGES_FIRST = "run its train/evaluate stage first (snakemake or dvc repro)"
 
-def read_json(path: Path) -> dict:
-    if not path.exists():
-        raise UserError(f"{str(path)!r} is missing; run its train/evaluate stage first (snakemake or dvc repro)")
-    return json.loads(path.read_text(encoding="utf-8"))
+
+def read_json(path: Path, remedy: str = STAGES_FIRST) -> dict:
+    return files.read_json(path, remedy)
+
+
+def finished_run(study: Study, results: Path, exp: str, seed: int) -> tuple[dict, dict]:
+    """A run's train metrics and eval.json, refused unless they describe one finished training of the config
+    params.yaml asks for: the training reached its last step (or diverged, a result), the evaluation read that
+    training's checkpoint, and both were made from this config."""
+    name = f"{exp} --seed {seed}"
+    train = read_json(run_dir(results, exp, seed) / "metrics.json",
+                      f"train the run first (`miniformer train {name}`)")
+    ev = read_json(eval_dir(results, exp, seed) / "eval.json",
+                   f"re-run `miniformer evaluate {name}`, which rewrites it")
+    expected = study.config(exp, seed).config_fingerprint()
+    if train.get("config_fingerprint") != expected:
+        raise UserError(f"run {exp}/{seed_folder(seed)} was trained with other params than params.yaml now gives it; "
+                        f"re-train it (`miniformer train {name}`), then evaluate it")
+    if not train.get("diverged") and train.get("steps_done") != train.get("steps_planned"):
+        raise UserError(f"run {exp}/{seed_folder(seed)} stopped at step {train.get('steps_done')} of "
+                        f"{train.get('steps_planned')}; finish it (`miniformer train {name}`), then evaluate it")
+    if ev.get("fingerprint") != train.get("fingerprint"):
+        raise UserError(f"{str(eval_dir(results, exp, seed) / 'eval.json')!r} evaluates another training of run "
+                        f"{exp}/{seed_folder(seed)} than the one in {str(run_dir(results, exp, seed))!r}; re-run "
+                        f"`miniformer evaluate {name}`")
+    return train, ev
 
 
 def run_scalars(train: dict, ev: dict) -> dict:
@@ -63,7 +86,7 @@ def run_samples(results: Path, exp: str, seed: int) -> dict:
     out = read_json(eval_dir(results, exp, seed) / "windows.json")
     curve = run_dir(results, exp, seed) / "curve.json"
     if curve.exists():
-        points = json.loads(curve.read_text(encoding="utf-8"))["points"]
+        points = read_json(curve, f"re-train the run (`miniformer train {exp} --seed {seed}`)")["points"]
         out["curve"] = {"steps": [p["step"] for p in points], "windows": [p["windows"] for p in points]}
     return out
 
@@ -113,8 +136,7 @@ def aggregate(study: Study, results: Path) -> dict:
     samples: dict[str, dict] = {}
     rows, perf = [], {}
     for exp, seed in study.runs():
-        train = read_json(run_dir(results, exp, seed) / "metrics.json")
-        ev = read_json(eval_dir(results, exp, seed) / "eval.json")
+        train, ev = finished_run(study, results, exp, seed)
         scalars = run_scalars(train, ev)
         nested.setdefault(exp, {})[seed_folder(seed)] = scalars
         samples.setdefault(exp, {})[seed_folder(seed)] = run_samples(results, exp, seed)
@@ -122,7 +144,7 @@ def aggregate(study: Study, results: Path) -> dict:
         rows.append({"experiment": exp, "group": cfg.group, "seed": seed, **scalars})
         perf_path = run_dir(results, exp, seed) / "perf.json"
         if perf_path.exists():
-            perf[f"{exp}/{seed_folder(seed)}"] = json.loads(perf_path.read_text())
+            perf[f"{exp}/{seed_folder(seed)}"] = read_json(perf_path, f"re-train the run ({exp} --seed {seed})")
     write_json(results / "metrics.json", nested)
     write_json(results / "headline.json", headline(nested))
     write_json(results / "windows.json", samples)
