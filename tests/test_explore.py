@@ -125,3 +125,80 @@ def test_checkpoint_from_another_tokenizer(trained, tmp_path, capsys):
     )
     err = capsys.readouterr().err.strip().splitlines()
     assert rc == 2 and "another tokenizer" in err[-1]
+
+
+# --- every flag checked where it enters: one line, exit 2, nothing written ------------------------------------------
+
+
+@pytest.mark.parametrize("flags,message", [
+    (["--top-k", "0"], "argument --top-k: 0 must be >= 1"),
+    (["--top-k", "-3"], "argument --top-k: -3 must be >= 1"),
+    (["--temperature", "-1"], "argument --temperature: -1 must be >= 0"),
+    (["--tokens", "-5"], "argument --tokens: -5 must be between 1 and 100000"),
+    (["--tokens", str(10**7)], "must be between 1 and 100000"),
+    (["--tokens", "many"], "'many' is not an integer"),
+    (["--seed", "-1"], "argument --seed: -1 must be >= 0"),
+])
+def test_generate_flags_out_of_range_are_one_line(trained, capsys, flags, message):
+    assert run(trained, "generate", "baseline", *flags) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and message in err[0], err
+
+
+def test_a_huge_sentence_is_refused_before_scoring(trained, capsys):
+    assert run(trained, "score", "baseline", "the king " * 100) == 2  # 900 tokens > 16 blocks of 16
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and "the sentence has 900 tokens; at most 256" in err[0]
+
+
+def test_every_line_of_a_file_is_checked_before_the_first_is_scored(trained, tmp_path, capsys):
+    lines = tmp_path / "lines.txt"
+    lines.write_text("the king\n" + "the king " * 100 + "\n", encoding="utf-8")
+    out = tmp_path / "scores.csv"
+    assert run(trained, "score", "baseline", "--file", str(lines), "-o", str(out)) == 2
+    assert "line 2 of --file has 900 tokens" in capsys.readouterr().err
+    assert not out.exists()
+
+
+def test_a_long_attention_text_is_refused(trained, tmp_path, capsys):
+    out = tmp_path / "att.png"
+    assert run(trained, "attention", "baseline", "--text", "thou " * 1000, "-o", str(out)) == 2
+    assert "--text has 5000 tokens; at most 80" in capsys.readouterr().err
+    assert not out.exists()
+
+
+@pytest.mark.parametrize("target,message", [
+    ("missing/dir/x.png", "does not exist; create it first"),
+    ("x.foo", "must end in .png or .svg or .pdf"),
+    (".", "is a folder; give a file name"),
+])
+def test_output_paths_are_checked_before_any_work(trained, tmp_path, capsys, monkeypatch, target, message):
+    monkeypatch.chdir(tmp_path)
+    assert run(trained, "attention", "baseline", "--text", "thou", "-o", target) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and message in err[0]
+    assert sorted(p.name for p in tmp_path.iterdir()) == []  # no folder made, no file written
+
+
+def test_score_output_in_a_missing_folder_is_refused_before_scoring(trained, tmp_path, capsys):
+    lines = tmp_path / "lines.txt"
+    lines.write_text("the king\n", encoding="utf-8")
+    assert run(trained, "score", "baseline", "--file", str(lines), "-o", str(tmp_path / "no" / "x.csv")) == 2
+    assert "does not exist; create it first" in capsys.readouterr().err
+
+
+def test_an_output_flag_that_would_do_nothing_is_refused(trained, tmp_path, capsys):
+    assert run(trained, "score", "baseline", "the king", "-o", str(tmp_path / "x.csv")) == 2
+    assert "-o/--out is for --file" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("spec", ["/nonexistent/run", "..", "{trained}/results/runs"])
+def test_a_folder_without_a_checkpoint_is_one_line(trained, capsys, spec):
+    assert run(trained, "generate", spec.format(trained=trained)) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and "no checkpoint in folder" in err[0]
+
+
+def test_a_run_folder_given_by_absolute_path_works(trained, capsys):
+    folder = trained / "results" / "runs" / "baseline" / "seed0"
+    assert run(trained, "generate", str(folder), "--tokens", "5") == 0

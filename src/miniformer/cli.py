@@ -30,6 +30,45 @@ def _writable(folder: Path) -> None:
         ) from None
 
 
+def bounded(kind: type, low: float, high: float | None = None):
+    """An argparse type: a number of ``kind`` within [low, high]; anything else is argparse's one-line usage error."""
+
+    def parse(text: str):
+        try:
+            value = kind(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"{text!r} is not {'an integer' if kind is int else 'a number'}") from None
+        if value < low or (high is not None and value > high):
+            span = f">= {low}" if high is None else f"between {low} and {high}"
+            raise argparse.ArgumentTypeError(f"{text} must be {span}")
+        return value
+
+    parse.__name__ = kind.__name__  # argparse names the type in its messages
+    return parse
+
+
+def output_file(suffixes: tuple[str, ...]):
+    """An argparse type: a file to write, whose folder exists, that is not a folder, with one of ``suffixes``."""
+
+    def parse(text: str) -> Path:
+        path = Path(text)
+        if path.is_dir():
+            example = path / f"out{suffixes[0]}"
+            raise argparse.ArgumentTypeError(f"{text!r} is a folder; give a file name, e.g. {example}")
+        if path.suffix.lower() not in suffixes:
+            raise argparse.ArgumentTypeError(f"{text!r} must end in {' or '.join(suffixes)}")
+        if not path.parent.is_dir():
+            raise argparse.ArgumentTypeError(f"folder {str(path.parent)!r} does not exist; create it first")
+        return path
+
+    parse.__name__ = "path"
+    return parse
+
+
+MAX_GENERATE = 100_000  # tokens per `generate` call: beyond, a typo would run for hours
+FIGURE_SUFFIXES = (".png", ".svg", ".pdf")
+
+
 def cmd_prepare(args) -> None:
     from miniformer.prepare import prepare
 
@@ -127,9 +166,15 @@ def cmd_score(args) -> None:
 
     run = explore.load(args.run, Path(args.results), args.seed, Path(args.data))
     if args.file:
-        lines = Path(args.file).read_text(encoding="utf-8").splitlines()
-        explore.score_file(run, lines, Path(args.out) if args.out else None)
+        try:
+            lines = Path(args.file).read_text(encoding="utf-8").splitlines()
+        except (OSError, UnicodeDecodeError) as e:
+            raise UserError(f"cannot read --file {args.file!r} ({getattr(e, 'strerror', None) or e}); give a UTF-8 "
+                            "text file, one sentence per line") from None
+        explore.score_file(run, lines, args.out)
         return
+    if args.out is not None:
+        raise UserError("-o/--out is for --file (a CSV of every line); a single sentence prints its scores")
     if not args.sentence:
         raise UserError("give a sentence to score, or --file with one sentence per line")
     if args.versus is not None:
@@ -173,8 +218,15 @@ def cmd_list(args) -> None:
         print(e, s)
 
 
+class OneLineParser(argparse.ArgumentParser):
+    """A usage error is one line naming the flag and where the help is, not the whole usage block."""
+
+    def error(self, message: str):
+        self.exit(2, f"{self.prog}: error: {message} (see `{self.prog} --help`)\n")
+
+
 def build_parser() -> argparse.ArgumentParser:
-    p = argparse.ArgumentParser(prog="miniformer", description=__doc__)
+    p = OneLineParser(prog="miniformer", description=__doc__)
     sub = p.add_subparsers(dest="command", required=True)
 
     def add(name: str, fn, help_: str, run: bool = False) -> argparse.ArgumentParser:
@@ -185,7 +237,7 @@ def build_parser() -> argparse.ArgumentParser:
         sp.add_argument("--data", default=str(DATA_DIR), help="prepared data folder (default: data/prepared)")
         if run:
             sp.add_argument("experiment", help="experiment name from params.yaml")
-            sp.add_argument("--seed", type=int, required=True)
+            sp.add_argument("--seed", type=bounded(int, 0), required=True)
         sp.set_defaults(func=fn)
         return sp
 
@@ -217,33 +269,41 @@ def build_parser() -> argparse.ArgumentParser:
 
     def add_run_arg(sp: argparse.ArgumentParser) -> None:
         sp.add_argument("run", help="experiment name (see `miniformer runs`) or a run folder")
-        sp.add_argument("--seed", type=int, default=None, help="which seed of the experiment (default: lowest)")
+        sp.add_argument("--seed", type=bounded(int, 0), default=None,
+                        help="which seed of the experiment (default: lowest)")
 
     sp = add("generate", cmd_generate, "continue a prompt with a trained run")
     add_run_arg(sp)
-    sp.add_argument("--prompt", default="\n")
-    sp.add_argument("--tokens", type=int, default=200)
-    sp.add_argument("--temperature", type=float, default=0.8)
-    sp.add_argument("--top-k", type=int, default=20)
-    sp.add_argument("--sample-seed", type=int, default=0)
+    sp.add_argument("--prompt", default="\n", help="text to continue (default: a line break)")
+    sp.add_argument("--tokens", type=bounded(int, 1, MAX_GENERATE), default=200,
+                    help=f"tokens to generate, 1..{MAX_GENERATE} (default: 200)")
+    sp.add_argument("--temperature", type=bounded(float, 0.0), default=0.8,
+                    help="sampling temperature, >= 0; 0 = greedy (default: 0.8)")
+    sp.add_argument("--top-k", type=bounded(int, 1), default=20,
+                    help="sample from the k likeliest tokens, >= 1 (default: 20)")
+    sp.add_argument("--sample-seed", type=bounded(int, 0), default=0, help="seed of the sampling (default: 0)")
     sp = add("score", cmd_score, "loss and perplexity of a sentence (per token), or of every line of --file")
     add_run_arg(sp)
     sp.add_argument("sentence", nargs="?")
     sp.add_argument("--file", help="score every line of this file (CSV to stdout or -o)")
     sp.add_argument("--versus", metavar="SENTENCE_B", help="which of the two sentences the model prefers, by how much")
-    sp.add_argument("-o", "--out", help="CSV output path for --file")
+    sp.add_argument("-o", "--out", type=output_file((".csv",)), default=None, help="CSV output path for --file")
     sp = add("attention", cmd_attention, "attention heatmap(s) for your own text")
     add_run_arg(sp)
     sp.add_argument("--text", required=True)
     sp.add_argument("--layer", type=int, default=None, help="default: the last layer")
     sp.add_argument("--head", type=int, default=None)
     sp.add_argument("--all", action="store_true", help="every head of the layer")
-    sp.add_argument("-o", "--output", default="attention.png")
+    sp.add_argument("-o", "--output", type=output_file(FIGURE_SUFFIXES), default=Path("attention.png"),
+                    help="figure file, .png, .svg or .pdf (default: attention.png)")
     return p
 
 
 def main(argv: list[str] | None = None) -> int:
-    args = build_parser().parse_args(argv)
+    try:
+        args = build_parser().parse_args(argv)
+    except SystemExit as e:  # --help (0) or a usage error (2, already printed as one line)
+        return int(e.code or 0)
     try:
         args.func(args)
     except UserError as e:

@@ -51,6 +51,9 @@ def resolve_run(spec: str, results: Path, seed: int | None) -> Path:
     p = Path(spec)
     if (p / "ckpt.pt").exists():
         return p
+    if p.is_absolute() or p.is_dir() or ".." in p.parts:
+        raise UserError(f"no checkpoint in folder {spec!r}; give a run folder holding ckpt.pt, or an experiment name "
+                        "(see `miniformer runs`)")
     # its own seeds, not its sweep points' (which live below it), lowest seed first
     seeds = sorted((r for r in trained_runs(results, spec) if run_name(results, r) == spec), key=seed_of)
     if seed is not None:
@@ -78,6 +81,17 @@ def load(spec: str, results: Path, seed: int | None = None, data_dir: Path | Non
         )
     tok = tokenizer_from_json(meta["tokenizer_json"])
     return LoadedRun(path, model, config, tok, Specials(tok.vocab_size))
+
+
+MAX_SCORE_BLOCKS = 16  # a scored text may be this many blocks long: memory grows with its length squared
+MAX_ATTENTION_TOKENS = 80  # a heatmap has one labelled cell per pair: beyond this it cannot be read
+
+
+def check_length(run: LoadedRun, text: str, limit: int, what: str) -> None:
+    """Refuse, before any work, a text whose token count is past ``limit``."""
+    n = len(run.tokenizer.encode_lossy(text)[0])
+    if n > limit:
+        raise UserError(f"{what} has {n} tokens; at most {limit} can be taken at once — split it or shorten it")
 
 
 def encode_reporting(run: LoadedRun, text: str) -> list[int]:
@@ -134,6 +148,7 @@ def compare(run: LoadedRun, a: str, b: str) -> str:
 def score(run: LoadedRun, sentence: str) -> dict:
     """Mean loss (nats/token), perplexity and per-token losses. Left-to-right models: log p(token | left context);
     MLM / span: pseudo-log-likelihood (each position masked in turn)."""
+    check_length(run, sentence, MAX_SCORE_BLOCKS * run.model.cfg.block_size, "the sentence")
     ids = encode_reporting(run, sentence)
     if run.objective.left_to_right:
         ids = run.tokenizer.encode_lossy("\n")[0] + ids  # a line start as context for the first character
@@ -152,6 +167,8 @@ def score(run: LoadedRun, sentence: str) -> dict:
 
 
 def score_file(run: LoadedRun, lines: list[str], out: Path | None) -> list[dict]:
+    for i, line in enumerate(lines, 1):  # every line checked before the first is scored
+        check_length(run, line, MAX_SCORE_BLOCKS * run.model.cfg.block_size, f"line {i} of --file")
     rows = [score(run, line) for line in lines if line.strip()]
     handle = open(out, "w", newline="", encoding="utf-8") if out else sys.stdout
     w = csv.writer(handle)
@@ -167,6 +184,7 @@ def score_file(run: LoadedRun, lines: list[str], out: Path | None) -> list[dict]
 def attention_figure(run: LoadedRun, text: str, layer: int | None, head: int | None, all_heads: bool, out: Path):
     from miniformer.study.figures import attention_heatmap, head_grid
 
+    check_length(run, text, MAX_ATTENTION_TOKENS, "--text")
     ids = encode_reporting(run, text)
     cfg = run.model.cfg
     if cfg.pos == "learned" and len(ids) > cfg.block_size:
@@ -185,6 +203,5 @@ def attention_figure(run: LoadedRun, text: str, layer: int | None, head: int | N
         if not 0 <= h < H:
             raise UserError(f"--head {head} out of range: layer {L} has {H} heads (0..{H - 1})")
         fig = attention_heatmap(weights[L][0, h].tolist(), tokens, f"{run.path}: layer {L}, head {h}")
-    Path(out).parent.mkdir(parents=True, exist_ok=True)
     fig.savefig(out, dpi=110, bbox_inches="tight")
     return out

@@ -461,6 +461,12 @@ class DvcLiveMirror:
             return
         shutil.rmtree(folder, ignore_errors=True)
         self.live = Live(dir=str(folder), dvcyaml=None, save_dvc_exp=False, report=None)
+        # Live opens the DVC repo (and through it git pack files) only to name the experiment. Closed now, not by the
+        # garbage collector at interpreter exit, where dulwich's __del__ fails with "sys.meta_path is None" noise
+        # after every crash.
+        repo = getattr(self.live, "_dvc_repo", None)
+        if repo is not None:
+            repo.close()
         for row in rows:
             self.log(row)
 
