@@ -439,6 +439,44 @@ def test_prepare_writes_all_or_nothing(trained, capsys, monkeypatch):
     assert not [p for p in tmp_path.iterdir() if p.name.startswith(".data.")]  # no half-made folder left
 
 
+def test_a_full_disk_while_checkpointing_is_one_line_and_keeps_the_last_checkpoint(trained, capsys, monkeypatch):
+    import errno
+
+    import torch
+
+    tmp_path, params = trained
+    ckpt = tmp_path / "results" / "runs" / "baseline" / "seed0" / "ckpt.pt"
+    before = ckpt.read_bytes()
+    real_save = torch.save
+
+    def full_disk(obj, f, *a, **k):
+        real_save(obj, f, *a, **k)  # part of the file is written, then the disk is full
+        raise OSError(errno.ENOSPC, "No space left on device")
+
+    monkeypatch.setattr(torch, "save", full_disk)
+    params["train"]["lr"] = 0.001  # a retrain: its first checkpoint write fails
+    capsys.readouterr()
+    assert run_cli(tmp_path, params, "train", "baseline", "--seed", "0", "--no-resume") == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert "No space left on device (the previous version is kept)" in err[-1]
+    assert ckpt.read_bytes() == before
+    assert not [p for p in ckpt.parent.iterdir() if p.name.endswith(".tmp")]
+
+
+def test_a_file_where_the_tables_folder_should_be_is_one_line(trained, capsys, monkeypatch):
+    tmp_path, params = trained
+    from miniformer.study import claims
+
+    monkeypatch.setattr(claims, "required_experiments", lambda: set())
+    params["seeds"] = [0]
+    params["experiments"] = {"baseline": params["experiments"]["baseline"]}
+    assert run_cli(tmp_path, params, "evaluate", "baseline", "--seed", "0") == 0
+    (tmp_path / "results" / "tables").write_text("in the way")
+    assert run_cli(tmp_path, params, "aggregate") == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and "tables" in err[0]
+
+
 def test_code_hash_covers_what_dvc_declares():
     """The files whose hash invalidates checkpoints and Snakemake jobs are the code deps dvc.yaml declares."""
     from miniformer.codehash import EVALUATION_CODE, TRAINING_CODE

@@ -84,3 +84,17 @@ def test_kill_minus_9_mid_training_then_the_dag_resumes_to_the_same_result(tmp_p
     straight = json.loads((study / "straight/runs/baseline/seed0/metrics.json").read_text())
     assert resumed == straight
     assert resumed["steps_done"] == 120
+
+
+def test_settle_times_orders_the_dag_levels(tmp_path):
+    from miniformer.dagtimes import settle
+
+    files = ["data/prepared/meta.json", "results/runs/b/seed0/metrics.json", "results/eval/b/seed0/eval.json",
+             "results/metrics.json", "report/report.html"]
+    for i, f in enumerate(reversed(files)):  # written in the worst order: the report first
+        (tmp_path / f).parent.mkdir(parents=True, exist_ok=True)
+        (tmp_path / f).write_text("x")
+        os.utime(tmp_path / f, (1000 + i, 1000 + i))
+    assert settle(tmp_path, now=5000) == len(files)
+    times = [(tmp_path / f).stat().st_mtime for f in files]
+    assert times == sorted(times) and len(set(times)) == len(files)

@@ -217,6 +217,11 @@ def test_a_pushed_study_is_read_on_a_fresh_clone_without_training(dvc, tmp_path)
     assert "Claims" in (clone / "report" / "report.html").read_text()
     # nothing that trains or evaluates is stale; the HTML (kept out of the cache) is re-rendered, not restored
     assert dvc_changed_stages(clone) <= {"report"}
+    # and Snakemake agrees once the pulled files carry their DAG order (DVC restores them in any order)
+    sh(clone, sys.executable, "-m", "miniformer", "settle-times")
+    planned = sh(clone, "snakemake", "-n", "--cores", "1", "all").stdout
+    for rule in ("prepare", "train", "evaluate"):
+        assert not re.search(rf"^rule {rule}:", planned, flags=re.M), planned[-2000:]
 
 
 def test_a_corpus_edit_replans_prepare_under_both_tools(smk, tmp_path):

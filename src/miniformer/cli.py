@@ -212,6 +212,14 @@ def cmd_dvc_record(args) -> None:
         print(f"dvc: recorded {len(stages)} stage(s) that ran: {' '.join(stages)}")
 
 
+def cmd_settle_times(args) -> None:
+    from miniformer.dagtimes import settle
+
+    n = settle(Path("."))
+    print(f"stamped {n} files in DAG order (data, runs, evaluations, aggregates, report): Snakemake now agrees "
+          "with DVC on what is stale")
+
+
 def cmd_list(args) -> None:
     """The run list of the active profile, one `experiment seed` per line (what the DAG tools expand)."""
     for e, s in _study(args).runs():
@@ -265,6 +273,7 @@ def build_parser() -> argparse.ArgumentParser:
     sp = add("crosscheck", cmd_crosscheck, "train the peer library's equivalent of each variant (x-transformers)")
     sp.add_argument("experiments", nargs="*", help="default: every experiment the peer has a switch for")
     add("list", cmd_list, "print the active profile's runs")
+    add("settle-times", cmd_settle_times, "after `dvc pull`: file times in DAG order, so Snakemake finds nothing stale")
     add("runs", cmd_runs, "list trained runs found under results/")
 
     def add_run_arg(sp: argparse.ArgumentParser) -> None:
@@ -309,11 +318,16 @@ def main(argv: list[str] | None = None) -> int:
     except UserError as e:
         print(f"miniformer: error: {e}", file=sys.stderr)
         return 2
+    except OSError as e:  # a file system refusal no stage foresaw (permissions, a file where a folder should be)
+        if isinstance(e, BrokenPipeError):  # `miniformer score … | head`: the reader left, nothing is wrong
+            sys.stderr.close()
+            return 0
+        where = f" {e.filename!r}" if e.filename else ""
+        print(f"miniformer: error: cannot use{where}: {e.strerror or e}; check the path and its permissions",
+              file=sys.stderr)
+        return 2
     except KeyboardInterrupt:
         return 130
-    except BrokenPipeError:  # `miniformer score … | head`: the reader left, nothing is wrong
-        sys.stderr.close()
-        return 0
     return 0
 
 

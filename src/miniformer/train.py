@@ -181,11 +181,15 @@ class Trainer:
         delete the first original) and remove what that training wrote beside it."""
         stale = self.ckpt_path.with_name(f"ckpt.stale-{old_fingerprint}.pt")
         os.replace(self.ckpt_path, stale)
+        self.clear_derived()
+        print(f"checkpoint {self.ckpt_path} is from another config or training code: moved to {stale.name} (with "
+              "any set aside earlier), its step log and metrics removed; training from scratch", file=sys.stderr)
+
+    def clear_derived(self) -> None:
+        """Remove what an earlier training wrote beside its checkpoint: a fresh start must not sit beside them."""
         for name in DERIVED_FILES:
             (self.out / name).unlink(missing_ok=True)
         shutil.rmtree(self.out / "dvclive", ignore_errors=True)
-        print(f"checkpoint {self.ckpt_path} is from another config or training code: moved to {stale.name} (with "
-              "any set aside earlier), its step log and metrics removed; training from scratch", file=sys.stderr)
 
     # --- one step ----------------------------------------------------------------------------------------------------
 
@@ -301,6 +305,7 @@ class Trainer:
     def _fit(self, resume: str, progress: bool) -> dict:
         resumed = self.resume(resume)
         if not resumed:
+            self.clear_derived()
             self.save()  # step 0: a valid checkpoint exists from the start (divergence falls back to the last good one)
         live = DvcLiveMirror(self.out / "dvclive", self.rows)
         bar = make_bar(self.t.steps, self.step, progress, f"{self.run.experiment}/seed{self.run.seed}")
