@@ -477,6 +477,17 @@ def test_a_file_where_the_tables_folder_should_be_is_one_line(trained, capsys, m
     assert len(err) == 1 and "tables" in err[0]
 
 
+def test_a_corpus_with_more_characters_than_uint16_holds_is_one_line(tmp_path, capsys):
+    chars = "".join(chr(c) for c in range(0x20000, 0x20000 + 70000))  # CJK extension planes: 70 000 characters
+    corpus = tmp_path / "wide.txt"
+    corpus.write_text("\n".join(chars[i:i + 50] for i in range(0, len(chars), 50)) + "\n", encoding="utf-8")
+    params = tiny_params(corpus)
+    assert run_cli(tmp_path, params, "prepare", "--out", str(tmp_path / "data")) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and "distinct characters; token files hold at most 65535" in err[0]
+    assert not list((tmp_path / "data").iterdir())  # nothing written
+
+
 def test_code_hash_covers_what_dvc_declares():
     """The files whose hash invalidates checkpoints and Snakemake jobs are the code deps dvc.yaml declares."""
     from miniformer.codehash import EVALUATION_CODE, TRAINING_CODE
