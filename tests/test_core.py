@@ -14,6 +14,7 @@ from miniformer.network.attention import (
     attn_scaled,
     attn_softmax,
     compute_outputs,
+    init_qkv_proj,
     make_causal_mask,
     merge_heads,
     pairwise_similarities,
@@ -83,6 +84,33 @@ def test_causal_mask_is_lower_triangular_and_masks_to_minus_inf():
     assert m.equal(torch.tensor([[1, 0, 0, 0], [1, 1, 0, 0], [1, 1, 1, 0], [1, 1, 1, 1]], dtype=torch.bool))
     A = apply_causal_mask(m, torch.zeros(4, 4))
     assert torch.isinf(A[0, 1]) and A[1, 0] == 0
+
+
+def test_init_qkv_proj_gives_three_width_preserving_projections():
+    projections = init_qkv_proj(24)
+    assert len(projections) == 3 and len({id(p) for p in projections}) == 3  # three separate matrices
+    for proj in projections:
+        assert isinstance(proj, torch.nn.Linear) and (proj.in_features, proj.out_features) == (24, 24)
+
+
+@pytest.mark.parametrize("kwargs,message", [
+    (dict(n_head=5), "n_embd=32 is not divisible by n_head=5"),
+    (dict(n_head=4, qkv_order="qqv"), "must be a permutation of 'qkv'"),
+    (dict(n_head=4, head_merge="sum"), "must be 'concat' or 'mean'"),
+])
+def test_self_attention_refuses_impossible_switches(kwargs, message):
+    with pytest.raises(ValueError, match=message):
+        SelfAttention(32, **kwargs)
+
+
+def test_kv_cache_of_a_one_layer_model():
+    model = model_of(n_layer=1)
+    idx = torch.randint(0, 20, (1, 6), generator=torch.Generator().manual_seed(0))
+    cache = KVCache(1)
+    model(idx[:, :4], cache=cache)
+    assert cache.length == 4
+    torch.testing.assert_close(model(idx[:, 4:], cache=cache)["logits"], model(idx)["logits"][:, 4:],
+                               atol=1e-5, rtol=1e-4)
 
 
 def test_split_then_merge_is_identity():

@@ -13,7 +13,16 @@ import torch
 
 from miniformer.evaluate import Evaluator
 from miniformer.network.objectives import OBJECTIVES, Specials
-from miniformer.network.positions import ALiBi, Rotary, T5Bias, apply_rotary, build_position, t5_bucket
+from miniformer.network.positions import (
+    ALiBi,
+    Rotary,
+    T5Bias,
+    alibi_slopes,
+    apply_rotary,
+    build_position,
+    sinusoidal_table,
+    t5_bucket,
+)
 from miniformer.params import Study
 from miniformer.study.aggregate import run_scalars
 from miniformer.train import attention_entropy, lr_at
@@ -42,6 +51,45 @@ def test_rope_rotates_a_known_vector_by_position_times_frequency():
     out = apply_rotary(x, rot[5])
     a, b = 5 * 1.0, 5 * 0.01  # angles at position 5 (θ = 1 and 10000^(-1/2) = 0.01)
     torch.testing.assert_close(out, torch.tensor([math.cos(a), math.sin(a), -math.sin(b), math.cos(b)]))
+
+
+def test_rope_rotates_tensors_whose_layout_forbids_a_complex_view():
+    """An odd storage offset or stride has no complex view: the pairs are copied first, with the same result."""
+    rot = Rotary(4).rotations(3, CPU)
+    base = torch.randn(1, 3, 13)
+    odd_offset = base[..., 1:5]  # storage offset 1
+    torch.testing.assert_close(apply_rotary(odd_offset, rot), apply_rotary(odd_offset.clone(), rot))
+    odd_stride = torch.randn(3, 3, 4).transpose(0, 1)[:, ::1]  # contiguous last dim, odd outer strides
+    wide = torch.randn(3, 5, 4)[:, :3]  # rows of 4 floats, 20 apart: fine; a stride of 5 pairs is not
+    even_rows_odd_offset = torch.randn(3, 10)[:, 1:5]  # strides (10, 1): only the offset forbids the view
+    last_dim_strided = torch.randn(4, 3).t()  # stride 3 along the pairs
+    for x in (odd_stride, torch.randn(3, 9)[:, 1:5], wide, even_rows_odd_offset, last_dim_strided):
+        torch.testing.assert_close(apply_rotary(x, rot), apply_rotary(x.contiguous(), rot))
+
+
+def test_rope_needs_an_even_head_dim():
+    with pytest.raises(ValueError, match="even head dim"):
+        Rotary(5)
+
+
+def test_learned_and_sinusoidal_add_the_rows_of_their_tables_at_the_positions_asked_for():
+    learned = build_position("learned", block_size=8, n_embd=4, n_head=1)
+    torch.testing.assert_close(learned.embed(3, CPU, start=2), learned.wpe.weight[2:5])
+    sinusoidal = build_position("sinusoidal", block_size=8, n_embd=4, n_head=1)
+    with torch.no_grad():
+        sinusoidal.scale.fill_(0.5)
+    torch.testing.assert_close(sinusoidal.embed(3, CPU, start=2), 0.5 * sinusoidal_table(5, 4)[2:])
+
+
+def test_the_position_factory_refuses_an_unknown_method():
+    with pytest.raises(ValueError, match="unknown position method pos='xpos'"):
+        build_position("xpos", block_size=8, n_embd=4, n_head=1)
+
+
+def test_alibi_slopes_for_a_head_count_that_is_not_a_power_of_two():
+    """Press et al.'s rule for 12 heads: the 8 geometric slopes of 8 heads, then every other slope of 16 heads."""
+    expected = [2.0**-i for i in range(1, 9)] + [2.0**-0.5, 2.0**-1.5, 2.0**-2.5, 2.0**-3.5]
+    torch.testing.assert_close(alibi_slopes(12), torch.tensor(expected))
 
 
 # --- T5 buckets ------------------------------------------------------------------------------------------------------
