@@ -51,7 +51,8 @@ clean:
 
 # mutation check of the modules the verdicts rest on, each against its fast tests (≈ 1 h on 2 cores; see
 # tests/README.md for the last scores). Run it in a copy of the repository: it edits each module while it runs.
-NETWORK_TESTS := tests/test_core.py tests/test_known_values.py tests/test_fidelity.py tests/test_order.py
+NETWORK_TESTS := tests/test_known_values.py tests/test_core.py tests/test_order.py tests/test_fidelity.py \
+  tests/test_structure.py::test_code_defaults_are_the_shipped_baseline
 STUDY_TESTS := tests/test_stats.py tests/test_findings.py
 mutation: venv
 	for m in attention positions model objectives flops; do \

@@ -202,3 +202,14 @@ def test_a_folder_without_a_checkpoint_is_one_line(trained, capsys, spec):
 def test_a_run_folder_given_by_absolute_path_works(trained, capsys):
     folder = trained / "results" / "runs" / "baseline" / "seed0"
     assert run(trained, "generate", str(folder), "--tokens", "5") == 0
+
+
+def test_runs_lists_a_run_whose_metrics_are_unreadable(trained, capsys, tmp_path):
+    import shutil
+
+    copy = tmp_path / "results"
+    shutil.copytree(trained / "results", copy)
+    (copy / "runs" / "baseline" / "seed0" / "metrics.json").write_text("{broken")
+    assert main(["runs", "--results", str(copy)]) == 0
+    rows = {line.split()[0]: line.split() for line in capsys.readouterr().out.splitlines()[1:]}
+    assert rows["baseline"][2] == "…"  # steps unknown, the rest of the list intact

@@ -36,14 +36,23 @@ def list_runs(results: Path) -> list[str]:
     lines = [f"{'experiment':28} {'seed':>4} {'steps':>6} {'val loss':>9}  path"]
     for run in trained_runs(results):
         name, seed = run_name(results, run), seed_of(run)
-        m = json.loads((run / "metrics.json").read_text()) if (run / "metrics.json").exists() else {}
-        ev_path = eval_dir(results, name, seed) / "eval.json"
-        val = json.loads(ev_path.read_text()).get("val_loss") if ev_path.exists() else m.get("final_val_loss_estimate")
+        m = _json_or_empty(run / "metrics.json")
+        ev = _json_or_empty(eval_dir(results, name, seed) / "eval.json")
+        val = ev.get("val_loss", m.get("final_val_loss_estimate"))
         steps = m.get("steps_done", "…")
         lines.append(f"{name:28} {seed:>4} {steps!s:>6} {'n/a' if val is None else f'{val:.4f}':>9}  {run}")
     if len(lines) == 1:
         lines.append(f"(no trained runs under {results}/runs; run the study first)")
     return lines
+
+
+def _json_or_empty(path: Path) -> dict:
+    """A listing shows what it can: a missing or unreadable file is an empty entry, not a crash of the whole list."""
+    try:
+        data = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, UnicodeDecodeError, json.JSONDecodeError):
+        return {}
+    return data if isinstance(data, dict) else {}
 
 
 def resolve_run(spec: str, results: Path, seed: int | None) -> Path:

@@ -189,7 +189,8 @@ def training_section(r: ReportInputs) -> dict:
         "y",
         "Baseline: train and val loss per seed",
     ))
-    perf = read_json(r.results / "perf.json") if (r.results / "perf.json").exists() else {}
+    perf = read_json(r.results / "perf.json", "re-run `miniformer aggregate`, which rewrites it") \
+        if (r.results / "perf.json").exists() else {}
     speed = {k.rsplit("/", 1)[0]: v.get("tokens_per_s_median") or 0 for k, v in perf.items()
              if k.endswith("seed0") and k.rsplit("/", 1)[0] in r.study.experiments}
     if speed:
@@ -233,8 +234,9 @@ SECTIONS = (positions_section, attention_section, heads_section, block_section, 
 
 
 def load_evidence(study: Study, results: Path, data_dir: Path) -> Evidence:
-    nested = read_json(results / "metrics.json")
-    samples = read_json(results / "windows.json") if (results / "windows.json").exists() else {}
+    again = "re-run `miniformer aggregate`, which rewrites it"
+    nested = read_json(results / "metrics.json", again)
+    samples = read_json(results / "windows.json", again) if (results / "windows.json").exists() else {}
     sweeps = {e: [(name, study.config(name, study.seeds_for(name)[0]).train.lr) for name in study.sweep_of(e)]
               for e in study.experiments}
     return Evidence(nested, samples, study.findings, unigram_loss(data_dir), sweeps)
