@@ -12,13 +12,19 @@ from miniformer.codehash import EVALUATION_CODE, TRAINING_CODE, code_hash
 from miniformer.corpus import check_versioned, raw_data_hash
 from miniformer.crosscheck import peer_experiments
 from miniformer.study.claims import check_experiments
+from miniformer.errors import UserError
 from miniformer.params import Study
 
 configfile: "params.yaml"
 
 PROFILE = config.get("profile", "default")
-STUDY = Study.load("params.yaml", PROFILE)
-check_experiments(STUDY.experiments)  # a claim's experiment renamed away fails here, before anything trains
+try:
+    STUDY = Study.load("params.yaml", PROFILE)
+    check_experiments(STUDY.experiments)  # a claim's experiment renamed away fails here, before anything trains
+    check_versioned(STUDY.section("data")["corpus"])
+except UserError as error:  # bad params are one line, as from the CLI, not a stack of Snakefile frames
+    print(f"miniformer: error: {error}", file=sys.stderr)
+    raise SystemExit(2) from None
 RUNS = STUDY.runs()
 MF = f"{shlex.quote(sys.executable)} -m miniformer"  # the interpreter running Snakemake has the package
 PROF = f"--profile {PROFILE}"
@@ -49,7 +55,6 @@ def write_signature(path, content):
 # that code re-runs every training job, as DVC's deps do. Evaluation code has its own signature, read by `evaluate`.
 SIGNATURES = "results/signatures"
 # The data signature: the data params and the files under data/raw (the corpus, when it is a file; DVC's `data/raw` dep).
-check_versioned(STUDY.section("data")["corpus"])
 write_signature(f"{SIGNATURES}/data.json", json.dumps({**STUDY.section("data"), "raw_files": raw_data_hash()},
                                                       sort_keys=True, indent=1))
 _TRAINING_CODE = code_hash(TRAINING_CODE)

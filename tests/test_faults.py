@@ -98,3 +98,52 @@ def test_settle_times_orders_the_dag_levels(tmp_path):
     assert settle(tmp_path, now=5000) == len(files)
     times = [(tmp_path / f).stat().st_mtime for f in files]
     assert times == sorted(times) and len(set(times)) == len(files)
+
+
+def inject_kill(study: Path) -> None:
+    """Fault injection in a copy only: right after the checkpoint of step $MINIFORMER_TEST_KILL_AT the training
+    process kills its whole process group, with no chance to clean up (a kill -9)."""
+    trainer = study / "src" / "miniformer" / "train.py"
+    code = trainer.read_text()
+    hook = "                self.save()\n                last_good = self.step\n"
+    assert hook in code
+    trainer.write_text(code.replace(hook, hook + (
+        "                if os.environ.get('MINIFORMER_TEST_KILL_AT') == str(self.step):\n"
+        "                    os.killpg(os.getpgid(0), 9)\n")))
+
+
+@pytest.mark.slow
+def test_a_changed_config_killed_mid_training_is_refused_by_evaluate_and_aggregate(tmp_path):
+    """The smoke study's baseline trained and evaluated; its lr changed; the retrain killed at step 10 of 20. The old
+    metrics must not reach the aggregate: evaluate and aggregate refuse, each in one line."""
+    study = project_copy(tmp_path / "study")
+    inject_kill(study)
+    sh(study, "snakemake", "--cores", "1", "results/eval/baseline/seed0/eval.json")
+    params = study / "params.yaml"
+    params.write_text(params.read_text().replace("  baseline:\n", "  baseline:\n    train: {lr: 0.001}\n", 1))
+    env = {**os.environ, "PYTHONPATH": str(study / "src"), "PATH": f"{BIN}:{os.environ['PATH']}",
+           "MINIFORMER_TEST_KILL_AT": "10"}
+    killed = subprocess.run([str(BIN / "python"), "-m", "miniformer", "train", "baseline", "--seed", "0"], cwd=study,
+                            env=env, capture_output=True, start_new_session=True, timeout=300)
+    assert killed.returncode == -signal.SIGKILL
+    run = study / "results/runs/baseline/seed0"
+    assert torch.load(run / "ckpt.pt", weights_only=True)["step"] == 10
+    assert not (run / "metrics.json").exists()  # the old training's metrics went with its checkpoint
+    evaluate = sh(study, "python", "-m", "miniformer", "evaluate", "baseline", "--seed", "0", check=False)
+    assert evaluate.returncode == 2 and "stopped at step 10 of 20" in evaluate.stderr
+    aggregate = sh(study, "python", "-m", "miniformer", "aggregate", check=False)
+    assert aggregate.returncode == 2 and len(aggregate.stderr.strip().splitlines()) == 1
+
+
+@pytest.mark.slow
+def test_a_hostile_sweep_value_is_refused_before_anything_is_written(tmp_path):
+    study = project_copy(tmp_path / "study")
+    params = study / "params.yaml"
+    params.write_text(params.read_text().replace(
+        "  pos_alibi:\n", "  pos_alibi:\n    sweep: {eval.probe_line: ['../../../../escaped']}\n", 1))
+    before = {p for p in tmp_path.rglob("*")}
+    planned = sh(study, "snakemake", "-n", "--cores", "1", "all", check=False)
+    said = (planned.stdout + planned.stderr).strip().splitlines()
+    assert planned.returncode != 0 and "cannot name a run folder" in said[-1] and "Traceback" not in planned.stderr
+    created = {p for p in tmp_path.rglob("*")} - before
+    assert not [p for p in created if ".snakemake" not in p.parts]  # nothing but Snakemake's own bookkeeping
