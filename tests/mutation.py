@@ -250,6 +250,8 @@ def main() -> int:
     p.add_argument("module", type=Path)
     p.add_argument("--function", help="mutate only inside this function")
     p.add_argument("--sample", type=int, default=0, help="test this many mutants chosen at random (0 = all)")
+    p.add_argument("--indices", default="", help="test only these mutants, by their [k/N] number in a full run's "
+                   "output (comma-separated): to re-check the survivors of a run against new tests")
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--timeout", type=float, default=120, help="seconds per test run (a hang is a timeout, not a kill)")
     p.add_argument("--min-score", type=float, default=0.0, help="exit 1 when the killed share is below this")
@@ -261,6 +263,8 @@ def main() -> int:
     all_sites = sites(tree, function_lines(tree, args.function) if args.function else None)
     chosen = sorted(random.Random(args.seed).sample(all_sites, args.sample), key=lambda s: s.index) \
         if 0 < args.sample < len(all_sites) else all_sites
+    if args.indices:
+        chosen = [all_sites[int(k) - 1] for k in args.indices.split(",")]
     preflight(module, args.tests, args.timeout)
     try:
         outcome = score(module, args.tests, chosen, tree, original, args.timeout)

@@ -436,8 +436,33 @@ def test_param_and_flop_counts():
         (dict(pos="xpos"), "unknown pos='xpos'"),
         (dict(norm="batchnorm"), "unknown norm='batchnorm'"),
         (dict(qkv_order="qqv"), "not a permutation"),
+        (dict(n_head=0), "n_head=0 must be a positive integer"),
+        (dict(n_layer=0), "n_layer=0 must be a positive integer"),
+        (dict(block_size=-1), "block_size=-1 must be a positive integer"),
+        (dict(n_embd=12, n_head=4, pos="rope"), "pos=rope needs an even head dim; n_embd/n_head = 3"),
     ],
 )
 def test_bad_model_config_names_the_key(overrides, message):
     with pytest.raises(ValueError, match=message):
         tiny(**overrides)
+
+
+def test_config_from_a_dict_names_an_unknown_key():
+    with pytest.raises(ValueError, match=r"unknown model key\(s\) \['n_layrs'\]"):
+        ModelConfig.from_dict({"n_layrs": 2})
+
+
+def test_linear_biases_start_at_zero_under_both_inits():
+    for init in ("vaswani", "gpt2"):
+        model = model_of(bias=True, init=init)
+        biases = [m.bias for m in model.modules() if isinstance(m, torch.nn.Linear) and m.bias is not None]
+        assert biases and all(torch.equal(b, torch.zeros_like(b)) for b in biases)
+
+
+@pytest.mark.parametrize("pos", ["learned", "sinusoidal", "rope", "alibi", "t5"])
+def test_every_position_method_breaks_permutation_equivariance_of_a_bidirectional_model(pos):
+    """Without positions a bidirectional model cannot tell orders apart (tested above); each method must."""
+    model = model_of(pos=pos, causal=False)
+    idx = torch.randint(0, 20, (1, 16), generator=torch.Generator().manual_seed(0))
+    perm = torch.randperm(16, generator=torch.Generator().manual_seed(1))
+    assert not torch.allclose(model(idx)["logits"][:, perm], model(idx[:, perm])["logits"], atol=1e-4)
