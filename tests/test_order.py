@@ -9,6 +9,7 @@ import torch
 from miniformer.evaluate import ORDER_TIE, Evaluator, swapped_lines
 from miniformer.network.model import MiniFormer, ModelConfig
 from miniformer.network.objectives import OBJECTIVES, Specials
+from tests.conftest import require_system
 
 LINES = ["To be, or not to be, that is the question:", "我打你然后你打我", "Now is the winter of our discontent",
          "aaaa", "ab"]
@@ -85,9 +86,12 @@ def test_figures_draw_cjk_labels_without_missing_glyphs():
     import warnings
 
     import numpy as np
+    from matplotlib import font_manager
 
     from miniformer.study import figures
 
+    cjk = any(k in f.name for f in font_manager.fontManager.ttflist for k in ("WenQuanYi", "Noto Sans CJK"))
+    require_system(cjk, "CJK tick labels need a CJK font: apt-get install fonts-wqy-microhei")
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
         figures.to_base64_png(figures.attention_heatmap(np.eye(3), list("我打你"), "我打你 / 你打我"))

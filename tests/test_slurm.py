@@ -13,6 +13,7 @@ from pathlib import Path
 
 import pytest
 
+from tests.conftest import require_system
 from tests.slurm_cluster import SlurmCluster, missing_tools
 from tests.test_pipeline import BIN, project_copy
 
@@ -21,8 +22,8 @@ pytestmark = pytest.mark.slow
 
 def test_smoke_study_on_a_real_slurm(tmp_path):
     missing = missing_tools()
-    assert not missing, f"Slurm tools missing: {missing}; apt-get install slurmctld slurmd slurm-client munge"
-    assert os.geteuid() == 0, "the single-node Slurm test runs its daemons as root (as CI does)"
+    require_system(not missing, f"Slurm tools missing: {missing}; apt-get install slurmctld slurmd slurm-client munge")
+    require_system(os.geteuid() == 0, "the single-node Slurm test runs its daemons as root (as CI does)")
     study = project_copy(tmp_path / "study")
     cluster = SlurmCluster(tmp_path / "slurm")
     cluster.start()

@@ -91,3 +91,14 @@ def test_code_defaults_are_the_shipped_baseline():
         disagree += [f"{section}.{k}: params.yaml {v!r}, code {defaults[k]!r}"
                      for k, v in shipped[section].items() if defaults[k] != v]
     assert not disagree, "; ".join(disagree)
+
+
+@pytest.mark.parametrize("ci,outcome", [("true", "fail"), ("", "skip")])
+def test_a_missing_system_tool_skips_on_a_laptop_and_fails_under_ci(monkeypatch, ci, outcome):
+    from tests.conftest import require_system
+
+    monkeypatch.setenv("CI", ci)
+    expected = pytest.fail.Exception if outcome == "fail" else pytest.skip.Exception
+    with pytest.raises(expected, match="apt-get install chromium"):
+        require_system(False, "needs a browser: apt-get install chromium")
+    require_system(True, "present: nothing happens")
