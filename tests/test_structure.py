@@ -102,3 +102,17 @@ def test_a_missing_system_tool_skips_on_a_laptop_and_fails_under_ci(monkeypatch,
     with pytest.raises(expected, match="apt-get install chromium"):
         require_system(False, "needs a browser: apt-get install chromium")
     require_system(True, "present: nothing happens")
+
+
+def test_version_license_and_citation_are_there(capsys):
+    from importlib.metadata import version
+
+    from miniformer.cli import main
+
+    assert main(["--version"]) == 0
+    assert capsys.readouterr().out.strip() == f"miniformer {version('miniformer')}"
+    assert "MIT License" in (ROOT / "LICENSE").read_text()
+    import yaml
+
+    citation = yaml.safe_load((ROOT / "CITATION.cff").read_text())
+    assert citation["cff-version"] == "1.2.0" and citation["version"] == version("miniformer")

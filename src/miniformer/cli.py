@@ -226,6 +226,16 @@ def cmd_list(args) -> None:
         print(e, s)
 
 
+def package_version() -> str:
+    """The installed package's version (pyproject.toml), or the source tree's when run without installing."""
+    from importlib.metadata import PackageNotFoundError, version
+
+    try:
+        return version("miniformer")
+    except PackageNotFoundError:
+        return "unknown (not installed: pip install -e .)"
+
+
 class OneLineParser(argparse.ArgumentParser):
     """A usage error is one line naming the flag and where the help is, not the whole usage block."""
 
@@ -235,6 +245,7 @@ class OneLineParser(argparse.ArgumentParser):
 
 def build_parser() -> argparse.ArgumentParser:
     p = OneLineParser(prog="miniformer", description=__doc__)
+    p.add_argument("--version", action="version", version=f"miniformer {package_version()}")
     sub = p.add_subparsers(dest="command", required=True)
 
     def add(name: str, fn, help_: str, run: bool = False) -> argparse.ArgumentParser:
