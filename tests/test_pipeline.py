@@ -323,7 +323,8 @@ def test_report_renders_offline_in_a_headless_browser(smk, tmp_path):
     assert not re.search(r'(src|href)="(https?:)?//', html), "external reference in the report"
     assert "<script" not in html
     for section in ("3. Positions", "4. Single-head attention", "5. Multi-head attention", "6. The block",
-                    "7. Training the mini-former", "8. Objectives", "Claims", "Breakage log", "Environment"):
+                    "7. Training the mini-former", "8. Objectives", "Claims", "Breakage log", "References",
+                    "Environment"):
         assert section in html, section
 
     chromium = shutil.which("chromium") or shutil.which("chromium-browser")

@@ -116,3 +116,15 @@ def test_version_license_and_citation_are_there(capsys):
 
     citation = yaml.safe_load((ROOT / "CITATION.cff").read_text())
     assert citation["cff-version"] == "1.2.0" and citation["version"] == version("miniformer")
+
+
+def test_every_claim_cites_a_reference_the_readme_and_report_list():
+    from miniformer.study.bibliography import REFERENCES, key_of
+    from miniformer.study.claims import CLAIMS
+
+    readme = (ROOT / "README.md").read_text()
+    for claim in CLAIMS:
+        assert key_of(claim.source) in REFERENCES or claim.source == "first principles", claim.source
+    for key, ref in REFERENCES.items():
+        assert f"**{key}**: {ref}" in readme, key
+        assert "arXiv:" in ref.where or "report" in ref.where

@@ -20,6 +20,7 @@ from miniformer.network.objectives import PROBE_CANDIDATES
 from miniformer.params import RunConfig, Study
 from miniformer.study import figures
 from miniformer.study.aggregate import read_json
+from miniformer.study.bibliography import REFERENCES
 from miniformer.study.claims import check_experiments, claims
 from miniformer.study.findings import (
     HEAD_RUNS,
@@ -278,6 +279,7 @@ def build_report(study: Study, results: Path, out: Path, data_dir: Path = DATA_D
         baseline_seeds=ev.m.values("baseline", "val_loss"),
         m=ev.m,
         env=environment(r.base, context["perf"]),
+        references=list(REFERENCES.items()),
     )
     atomic_write_text(out, html)
     verdicts = {v: sum(c.verdict == v for c in found) for v in VERDICTS}
