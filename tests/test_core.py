@@ -466,3 +466,108 @@ def test_every_position_method_breaks_permutation_equivariance_of_a_bidirectiona
     idx = torch.randint(0, 20, (1, 16), generator=torch.Generator().manual_seed(0))
     perm = torch.randperm(16, generator=torch.Generator().manual_seed(1))
     assert not torch.allclose(model(idx)["logits"][:, perm], model(idx[:, perm])["logits"], atol=1e-4)
+
+
+# --- the block's two placements, the init, masks and generation, value by value --------------------------------------
+
+
+@pytest.mark.parametrize("placement", ["pre", "post"])
+def test_the_block_computes_its_published_formula(placement):
+    """pre-norm: x + f(norm(x)) for attention then MLP (GPT-2); post-norm: norm(x + f(x)) (Vaswani et al.)."""
+    from miniformer.network.model import AttentionInputs, Block
+
+    torch.manual_seed(0)
+    block = Block(tiny(norm_placement=placement)).eval()
+    x = torch.randn(2, 5, 32)
+    inputs = AttentionInputs(make_causal_mask(5), None, None, False, True)
+
+    def attn(h):
+        return block.attn(h, make_causal_mask(5))[0]
+
+    if placement == "pre":
+        h = x + attn(block.norm1(x))
+        expected = h + block.mlp(block.norm2(h))
+    else:
+        h = block.norm1(x + attn(x))
+        expected = block.norm2(h + block.mlp(h))
+    torch.testing.assert_close(block(x, inputs)[0], expected)
+
+
+def test_a_tiny_mlp_keeps_at_least_one_hidden_unit():
+    from miniformer.network.model import MLP
+
+    assert MLP(tiny(mlp_ratio=0.01)).fc.out_features == 1  # int(0.01 · 32) = 0, kept at 1
+    assert MLP(tiny(mlp_ratio=0.25)).fc.out_features == 8
+
+
+def test_learned_positions_start_at_the_token_embeddings_scale_of_each_init():
+    """GPT-2 init: every input embedding coordinate N(0, 0.02); Vaswani: tokens enter at unit scale (N(0, 1/C) × √C)
+    and the learned positions beside them at N(0, 1)."""
+    for init, std in (("gpt2", 0.02), ("vaswani", 1.0)):
+        torch.manual_seed(0)
+        model = MiniFormer(tiny(pos="learned", init=init, block_size=64, n_embd=64))
+        assert model.position.wpe.weight.std().item() == pytest.approx(std, rel=0.1)
+
+
+def test_a_prefix_mask_hides_the_suffix_future_and_shows_the_prefix_both_ways():
+    model = model_of(pos="rope")
+    idx = torch.randint(0, 20, (1, 10), generator=torch.Generator().manual_seed(0))
+    mask = prefix_mask(torch.tensor([4]), 10)  # (B, T, T) as the prefix-LM batches give it
+    base = model(idx, attn_mask=mask)["logits"]
+    late = idx.clone()
+    late[0, 8] = (late[0, 8] + 1) % 20  # a suffix token: positions before it must not change
+    torch.testing.assert_close(model(late, attn_mask=mask)["logits"][:, :8], base[:, :8])
+    early = idx.clone()
+    early[0, 3] = (early[0, 3] + 1) % 20  # a prefix token: position 0 reads it
+    assert not torch.allclose(model(early, attn_mask=mask)["logits"][:, 0], base[:, 0])
+
+
+def test_generation_samples_only_the_allowed_vocabulary_at_temperature_one_by_default():
+    model = model_of()
+    prompt = torch.zeros(1, 3, dtype=torch.long)
+    out = model.generate(prompt, 40, allowed_vocab=5, generator=torch.Generator().manual_seed(0))
+    assert out[0, 3:].max() < 5
+    default = model.generate(prompt, 20, generator=torch.Generator().manual_seed(1))
+    explicit = model.generate(prompt, 20, temperature=1.0, generator=torch.Generator().manual_seed(1))
+    assert torch.equal(default, explicit)
+
+
+def test_span_source_length_is_the_longest_window_that_fits():
+    """T = 64: L = 59 gives 9 noise tokens in 3 spans, 59 + 2·3 = 65 = T + 1 tokens; L = 60 would need 66."""
+    from miniformer.network.objectives import span_counts, span_source_length
+
+    assert span_source_length(64) == 59
+    assert 59 + 2 * span_counts(59, 0.15, 3.0)[1] == 65 and 60 + 2 * span_counts(60, 0.15, 3.0)[1] > 65
+    assert OBJECTIVES["span"].window_length(64) == 59
+
+
+def test_span_corruption_uses_no_more_spans_than_there_are_sentinels():
+    specials = Specials(30, n_sentinels=2)
+    seq = list(range(30)) * 4
+    inputs, targets = corrupt_spans(seq, specials, torch.Generator().manual_seed(0))
+    assert sum(t >= specials.sentinel(0) for t in inputs) == 2  # 120 tokens would make 6 spans
+    assert reconstruct_spans(inputs, targets, specials) == seq
+
+
+def test_the_probe_rescores_the_likeliest_candidates():
+    """Left-to-right recovery rescores the PROBE_CANDIDATES likeliest tokens: one forward for the left context, one
+    batch of that many candidate lines."""
+    from miniformer.network.objectives import PROBE_CANDIDATES
+
+    model, calls = model_of(vocab_size=40), []
+    original = model.forward
+
+    def spy(idx, *a, **k):
+        calls.append(idx.shape)
+        return original(idx, *a, **k)
+
+    model.forward = spy
+    OBJECTIVES["causal"].recover(model, list(range(1, 12)), 5, Specials(30))
+    assert PROBE_CANDIDATES == 16 and [c[0] for c in calls] == [1, 16]
+
+
+def test_an_unknown_objective_names_the_choices():
+    from miniformer.network.objectives import objective_named
+
+    with pytest.raises(ValueError, match="unknown objective='gan'; choose one of causal, mlm, prefix, span"):
+        objective_named("gan")
