@@ -213,3 +213,38 @@ def test_runs_lists_a_run_whose_metrics_are_unreadable(trained, capsys, tmp_path
     assert main(["runs", "--results", str(copy)]) == 0
     rows = {line.split()[0]: line.split() for line in capsys.readouterr().out.splitlines()[1:]}
     assert rows["baseline"][2] == "…"  # steps unknown, the rest of the list intact
+
+
+# --- a model you can hand on ------------------------------------------------------------------------------------------
+
+
+def test_export_round_trips_the_logits_bit_for_bit(trained, tmp_path, monkeypatch, capsys):
+    import torch
+
+    import miniformer
+    from miniformer.evaluate import load_run_model
+
+    out = tmp_path / "handed-on"
+    assert run(trained, "export", "baseline", str(out)) == 0
+    assert sorted(p.name for p in out.iterdir()) == ["README.md", "config.json", "model.safetensors", "tokenizer.json"]
+    card = (out / "README.md").read_text()
+    assert "parameters" in card and "miniformer.load" in card and "rope" in card
+    monkeypatch.chdir(tmp_path)  # nothing of the study tree is needed from here on
+    model, tokenizer = miniformer.load(out)
+    original, _, _ = load_run_model(trained / "results" / "runs" / "baseline" / "seed0", torch.device("cpu"))
+    ids = torch.tensor([tokenizer.encode("the king hath")])
+    assert torch.equal(model(ids)["logits"], original(ids)["logits"])
+    text = tokenizer.decode(model.generate(ids, 10, temperature=0)[0].tolist())
+    assert text.startswith("the king hath") and len(text) == len("the king hath") + 10
+
+
+def test_export_refuses_a_folder_that_is_not_empty_and_load_names_what_is_missing(trained, tmp_path, capsys):
+    import miniformer
+    from miniformer.errors import UserError
+
+    (tmp_path / "busy").mkdir()
+    (tmp_path / "busy" / "x").write_text("x")
+    assert run(trained, "export", "baseline", str(tmp_path / "busy")) == 2
+    assert "is not empty" in capsys.readouterr().err
+    with pytest.raises(UserError, match="missing model.safetensors, config.json, tokenizer.json"):
+        miniformer.load(tmp_path / "busy")

@@ -1,1 +1,14 @@
-"""miniformer: a decoder-only Transformer from its parts, and a study of what each part is for."""
+"""miniformer: a decoder-only Transformer from its parts, and a study of what each part is for.
+
+The public API for a model handed on by `miniformer export RUN DIR`:
+
+    import miniformer
+    model, tokenizer = miniformer.load(DIR)
+"""
+
+
+def load(path):
+    """A model exported by `miniformer export` and its tokenizer (see miniformer.export.load)."""
+    from miniformer.export import load as _load
+
+    return _load(path)

@@ -186,6 +186,23 @@ def cmd_score(args) -> None:
         print(f"  {t['token']!r:8} {t['loss']:.3f}")
 
 
+def cmd_export(args) -> None:
+    from miniformer import explore
+    from miniformer.export import export_run
+    from miniformer.files import read_json
+    from miniformer.layout import run_name, seed_of
+
+    results = Path(args.results)
+    path = explore.resolve_run(args.run, results, args.seed)
+    meta = read_json(Path(args.data) / "meta.json", "run `miniformer prepare` (or pass --data)")
+    windows = None
+    if (path / "ckpt.pt").exists() and path.is_relative_to(results / "runs"):
+        ev = eval_dir(results, run_name(results, path), seed_of(path)) / "windows.json"
+        windows = read_json(ev, "re-run `miniformer evaluate`") if ev.exists() else None
+    out = export_run(path, meta, windows, Path(args.dir), f"{args.run}")
+    print(f"exported {path} to {out}/ (load it with miniformer.load({str(out)!r}))")
+
+
 def cmd_attention(args) -> None:
     from miniformer import explore
 
@@ -308,6 +325,10 @@ def build_parser() -> argparse.ArgumentParser:
     sp.add_argument("--file", help="score every line of this file (CSV to stdout or -o)")
     sp.add_argument("--versus", metavar="SENTENCE_B", help="which of the two sentences the model prefers, by how much")
     sp.add_argument("-o", "--out", type=output_file((".csv",)), default=None, help="CSV output path for --file")
+    sp = add("export", cmd_export, "a trained run as a model to hand on: safetensors weights, config, tokenizer, "
+             "model card")
+    add_run_arg(sp)
+    sp.add_argument("dir", help="a new (or empty) folder to write the model into")
     sp = add("attention", cmd_attention, "attention heatmap(s) for your own text")
     add_run_arg(sp)
     sp.add_argument("--text", required=True)
