@@ -259,3 +259,28 @@ def test_mlm_without_positions_is_blind_to_order(tmp_path, corpus):
 def test_user_error_for_unknown_run(study_dir, capsys):
     with pytest.raises(UserError, match="unknown experiment 'nope'"):
         Study.load(study_dir / "params.yaml").config("nope", 0)
+
+
+@pytest.mark.parametrize("cuda,mps,expected", [(True, True, "cuda"), (False, True, "mps"), (False, False, "cpu")])
+def test_auto_device_takes_cuda_then_mps_then_cpu(monkeypatch, cuda, mps, expected):
+    """The choice logic with availability patched (not run on a Mac or a GPU here)."""
+    from miniformer.devices import pick_device
+
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: cuda)
+    monkeypatch.setattr(torch.backends.mps, "is_available", lambda: mps)
+    assert pick_device("auto").type == expected
+    assert pick_device("cpu").type == "cpu"
+    for asked, present in (("cuda", cuda), ("mps", mps)):
+        if present:
+            assert pick_device(asked).type == asked
+        else:
+            with pytest.raises(UserError, match=f"device '{asked}' is not available on this machine"):
+                pick_device(asked)
+
+
+def test_explore_commands_take_a_device(tmp_path, corpus, capsys):
+    from miniformer.cli import build_parser
+
+    args = build_parser().parse_args(["generate", "baseline", "--device", "mps"])
+    assert args.device == "mps"
+    assert build_parser().parse_args(["score", "baseline", "x"]).device == "cpu"

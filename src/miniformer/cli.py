@@ -6,6 +6,7 @@ import argparse
 import sys
 from pathlib import Path
 
+from miniformer.devices import DEVICES
 from miniformer.errors import UserError
 from miniformer.layout import DATA_DIR, RESULTS, eval_dir, run_dir
 
@@ -157,14 +158,14 @@ def cmd_runs(args) -> None:
 def cmd_generate(args) -> None:
     from miniformer import explore
 
-    run = explore.load(args.run, Path(args.results), args.seed, Path(args.data))
+    run = explore.load(args.run, Path(args.results), args.seed, Path(args.data), args.device)
     print(explore.generate(run, args.prompt, args.tokens, args.temperature, args.top_k, args.sample_seed))
 
 
 def cmd_score(args) -> None:
     from miniformer import explore
 
-    run = explore.load(args.run, Path(args.results), args.seed, Path(args.data))
+    run = explore.load(args.run, Path(args.results), args.seed, Path(args.data), args.device)
     if args.file:
         try:
             lines = Path(args.file).read_text(encoding="utf-8").splitlines()
@@ -206,7 +207,7 @@ def cmd_export(args) -> None:
 def cmd_attention(args) -> None:
     from miniformer import explore
 
-    run = explore.load(args.run, Path(args.results), args.seed, Path(args.data))
+    run = explore.load(args.run, Path(args.results), args.seed, Path(args.data), args.device)
     out = explore.attention_figure(run, args.text, args.layer, args.head, args.all, Path(args.output))
     print(f"wrote {out}")
 
@@ -304,10 +305,13 @@ def build_parser() -> argparse.ArgumentParser:
     add("settle-times", cmd_settle_times, "after `dvc pull`: file times in DAG order, so Snakemake finds nothing stale")
     add("runs", cmd_runs, "list trained runs found under results/")
 
-    def add_run_arg(sp: argparse.ArgumentParser) -> None:
+    def add_run_arg(sp: argparse.ArgumentParser, device: bool = True) -> None:
         sp.add_argument("run", help="experiment name (see `miniformer runs`) or a run folder")
         sp.add_argument("--seed", type=bounded(int, 0), default=None,
                         help="which seed of the experiment (default: lowest)")
+        if device:
+            sp.add_argument("--device", choices=DEVICES, default="cpu",
+                            help="where the model runs: auto takes cuda, then mps, then cpu (default: cpu)")
 
     sp = add("generate", cmd_generate, "continue a prompt with a trained run")
     add_run_arg(sp)
@@ -327,7 +331,7 @@ def build_parser() -> argparse.ArgumentParser:
     sp.add_argument("-o", "--out", type=output_file((".csv",)), default=None, help="CSV output path for --file")
     sp = add("export", cmd_export, "a trained run as a model to hand on: safetensors weights, config, tokenizer, "
              "model card")
-    add_run_arg(sp)
+    add_run_arg(sp, device=False)
     sp.add_argument("dir", help="a new (or empty) folder to write the model into")
     sp = add("attention", cmd_attention, "attention heatmap(s) for your own text")
     add_run_arg(sp)

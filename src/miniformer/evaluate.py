@@ -13,6 +13,7 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor
 
+from miniformer.devices import pick_device
 from miniformer.errors import UserError
 from miniformer.files import write_json
 from miniformer.memory import check_fits, evaluation_bytes
@@ -22,7 +23,7 @@ from miniformer.network.objectives import IGNORE, Specials, objective_named
 from miniformer.params import RunConfig
 from miniformer.prepare import TokenData
 from miniformer.scoring import BATCH, mean_loss, window_losses, windows
-from miniformer.train import attention_entropy, pick_device
+from miniformer.train import attention_entropy
 
 ORDER_TIE = 1e-4  # nats: minimal-pair scores closer than this are a tie (float summation order, not a preference)
 PER_POSITION_BINS = 32

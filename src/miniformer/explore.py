@@ -76,9 +76,12 @@ def resolve_run(spec: str, results: Path, seed: int | None) -> Path:
     return seeds[0]
 
 
-def load(spec: str, results: Path, seed: int | None = None, data_dir: Path | None = None) -> LoadedRun:
+def load(spec: str, results: Path, seed: int | None = None, data_dir: Path | None = None,
+         device: str = "cpu") -> LoadedRun:
+    from miniformer.devices import pick_device
+
     path = resolve_run(spec, results, seed)
-    model, config, ckpt = load_run_model(path, torch.device("cpu"))
+    model, config, ckpt = load_run_model(path, pick_device(device))
     meta_path = Path(data_dir or DATA_DIR) / "meta.json"
     if not meta_path.exists():
         raise UserError(f"no tokenizer at {str(meta_path)!r}; run `miniformer prepare` (or pass --data)")
@@ -122,10 +125,11 @@ def generate(run: LoadedRun, prompt: str, tokens: int, temperature: float, top_k
             f"learned absolute positions stop at block_size={T}: prompt + --tokens must be <= {T} "
             f"(got {len(ids) + tokens}); rope/alibi/t5/sinusoidal/none runs can go further"
         )
-    g = torch.Generator().manual_seed(seed)
+    device = next(run.model.parameters()).device
+    g = torch.Generator(device=device).manual_seed(seed)
     # A prefix LM reads the prompt as its bidirectional prefix, as in training.
     out = run.model.generate(
-        torch.tensor([ids]),
+        torch.tensor([ids], device=device),
         tokens,
         temperature,
         top_k,
@@ -199,7 +203,10 @@ def attention_figure(run: LoadedRun, text: str, layer: int | None, head: int | N
     if cfg.pos == "learned" and len(ids) > cfg.block_size:
         raise UserError(f"learned absolute positions stop at block_size={cfg.block_size}; use a shorter text")
     mask = run.objective.reading_mask(len(ids))
-    weights = run.model(torch.tensor([ids]), attn_mask=mask, return_weights=True)["weights"]
+    device = next(run.model.parameters()).device
+    mask = None if mask is None else mask.to(device)
+    weights = run.model(torch.tensor([ids], device=device), attn_mask=mask, return_weights=True)["weights"]
+    weights = [w.cpu() for w in weights]
     tokens = [run.tokenizer.decode([i]) for i in ids]
     L = len(weights) - 1 if layer is None else layer
     if not 0 <= L < len(weights):

@@ -20,6 +20,7 @@ from typing import Any
 import yaml
 
 from miniformer.codehash import TRAINING_CODE, code_hash
+from miniformer.devices import DEVICES
 from miniformer.errors import UserError
 from miniformer.network.model import ModelConfig
 from miniformer.network.objectives import OBJECTIVES
@@ -66,7 +67,7 @@ class TrainConfig:
     ckpt_every: int = 100
     diverge_factor: float = 3.0  # loss above factor × the first logged loss (or NaN/inf) = diverged
     threads: int = 1  # each job's torch threads; Snakemake runs `--cores` jobs side by side
-    device: str = "auto"  # auto | cpu | cuda
+    device: str = "auto"  # auto | cpu | cuda | mps
     bf16: bool = True  # bf16 autocast on CUDA only
 
 
@@ -450,7 +451,7 @@ def _validate_train(t: TrainConfig, where: str) -> None:
         (t.diverge_factor > 1, f"train.diverge_factor = {t.diverge_factor} must be > 1"),
         (0 <= t.beta1 < 1 and 0 <= t.beta2 < 1, f"train.beta1/beta2 = {t.beta1}/{t.beta2} must be in [0, 1)"),
         (t.threads > 0, f"train.threads = {t.threads} must be > 0"),
-        (t.device in ("auto", "cpu", "cuda"), f"train.device = {t.device!r}; choose auto, cpu or cuda"),
+        (t.device in DEVICES, f"train.device = {t.device!r}; choose {', '.join(DEVICES)}"),
     ]
     for ok, message in checks:
         if not ok:

@@ -22,6 +22,7 @@ import numpy as np
 import torch
 from torch import Tensor
 
+from miniformer.devices import pick_device
 from miniformer.errors import UserError
 from miniformer.files import atomic_torch_save, atomic_write_text, write_json
 from miniformer.memory import check_fits, training_bytes
@@ -37,14 +38,6 @@ LOG_FIELDS = ["step", "train_loss", "val_loss", "lr", "grad_norm", "tokens_per_s
 # folder never holds one training's step log beside another's checkpoint.
 DERIVED_FILES = ("metrics.json", "log.tsv", "samples.jsonl", "curve.json", "perf.json")
 LOCK_FILE = ".train.lock"
-
-
-def pick_device(requested: str) -> torch.device:
-    if requested == "cuda" and not torch.cuda.is_available():
-        raise UserError("train.device = 'cuda' but no CUDA device is available; use 'auto' or 'cpu'")
-    if requested == "auto":
-        return torch.device("cuda" if torch.cuda.is_available() else "cpu")
-    return torch.device(requested)
 
 
 def lr_at(step: int, cfg) -> float:
@@ -86,6 +79,8 @@ def attention_entropy(weights: list[Tensor]) -> list[float]:
 def peak_memory_mb(device: torch.device) -> float:
     if device.type == "cuda":
         return torch.cuda.max_memory_allocated() / 2**20
+    if device.type == "mps":
+        return torch.mps.driver_allocated_memory() / 2**20
     return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024  # Linux reports KiB
 
 
