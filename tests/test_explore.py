@@ -248,3 +248,40 @@ def test_export_refuses_a_folder_that_is_not_empty_and_load_names_what_is_missin
     assert "is not empty" in capsys.readouterr().err
     with pytest.raises(UserError, match="missing model.safetensors, config.json, tokenizer.json"):
         miniformer.load(tmp_path / "busy")
+
+
+# --- CLI hygiene -----------------------------------------------------------------------------------------------------
+
+
+def test_every_flag_has_help_and_internal_commands_stay_out_of_the_main_help(capsys):
+    import argparse
+
+    from miniformer.cli import INTERNAL, build_parser
+
+    parser = build_parser()
+    commands = next(a for a in parser._actions if isinstance(a, argparse._SubParsersAction))
+    for name, sub in commands.choices.items():
+        for action in sub._actions:
+            if not isinstance(action, argparse._HelpAction):
+                assert action.help, f"{name} {action.option_strings or action.dest} has no help"
+    assert main(["--help"]) == 0
+    listed = capsys.readouterr().out.split("internal commands")[0]
+    for name in INTERNAL:
+        assert f"\n    {name} " not in listed and f"\n    {name}\n" not in listed
+
+
+def test_runs_refuses_a_missing_results_folder(capsys):
+    assert main(["runs", "--results", "/nonexistent/results"]) == 2
+    assert "no results folder at '/nonexistent/results'" in capsys.readouterr().err
+
+
+def test_runs_columns_fit_sweep_names(trained, tmp_path, capsys):
+    import shutil
+
+    copy = tmp_path / "results"
+    shutil.copytree(trained / "results" / "runs" / "baseline", copy / "runs" / "baseline" / "lr=0.000123456789")
+    assert main(["runs", "--results", str(copy)]) == 0
+    lines = capsys.readouterr().out.splitlines()
+    row = next(line for line in lines if line.startswith("baseline/lr="))
+    assert row.split()[0] == "baseline/lr=0.000123456789" and row.split()[1] == "0"  # name and seed stay apart
+    assert row.index(" 0 ") + 1 == lines[0].index("seed") + 3  # right-aligned under its 4-wide header

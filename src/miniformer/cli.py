@@ -66,6 +66,7 @@ def output_file(suffixes: tuple[str, ...]):
     return parse
 
 
+INTERNAL = ("run-experiment", "dvc-record", "list")  # the DAG tools' entry points, kept out of the main help
 MAX_GENERATE = 100_000  # tokens per `generate` call: beyond, a typo would run for hours
 FIGURE_SUFFIXES = (".png", ".svg", ".pdf")
 
@@ -208,7 +209,7 @@ def cmd_attention(args) -> None:
     from miniformer import explore
 
     run = explore.load(args.run, Path(args.results), args.seed, Path(args.data), args.device)
-    out = explore.attention_figure(run, args.text, args.layer, args.head, args.all, Path(args.output))
+    out = explore.attention_figure(run, args.text, args.layer, args.head, args.all, args.out)
     print(f"wrote {out}")
 
 
@@ -264,22 +265,24 @@ class OneLineParser(argparse.ArgumentParser):
 def build_parser() -> argparse.ArgumentParser:
     p = OneLineParser(prog="miniformer", description=__doc__)
     p.add_argument("--version", action="version", version=f"miniformer {package_version()}")
-    sub = p.add_subparsers(dest="command", required=True)
+    sub = p.add_subparsers(dest="command", required=True, metavar="COMMAND", title="commands")
+    p.epilog = ("internal commands, called by Snakemake and DVC (each has --help): " + ", ".join(INTERNAL))
 
     def add(name: str, fn, help_: str, run: bool = False) -> argparse.ArgumentParser:
-        sp = sub.add_parser(name, help=help_, description=help_)
+        listed = {} if name in INTERNAL else {"help": help_}  # a subcommand without help is left out of the list
+        sp = sub.add_parser(name, description=help_, **listed)
         sp.add_argument("--params", default="params.yaml", help="the study's params file (default: params.yaml)")
         sp.add_argument("--profile", default=None, help="smoke | default | gpu (default: the file's `profile`)")
         sp.add_argument("--results", default=str(RESULTS), help="results folder (default: results)")
         sp.add_argument("--data", default=str(DATA_DIR), help="prepared data folder (default: data/prepared)")
         if run:
             sp.add_argument("experiment", help="experiment name from params.yaml")
-            sp.add_argument("--seed", type=bounded(int, 0), required=True)
+            sp.add_argument("--seed", type=bounded(int, 0), required=True, help="which of the experiment's seeds")
         sp.set_defaults(func=fn)
         return sp
 
     sp = add("prepare", cmd_prepare, "corpus -> splits -> tokenizer -> token files")
-    sp.add_argument("--out", default=str(DATA_DIR))
+    sp.add_argument("--out", default=str(DATA_DIR), help=f"folder for the token files (default: {DATA_DIR})")
     sp.add_argument("--versioned", action="store_true",
                     help="refuse a corpus file outside data/raw/ (the DAG's stages: it is the folder both tools watch)")
     sp = add("train", cmd_train, "train one experiment x seed (resumes from its checkpoint)", run=True)
@@ -293,12 +296,13 @@ def build_parser() -> argparse.ArgumentParser:
     resume.add_argument("--no-resume", action="store_true", help="ignore an existing checkpoint")
     add("evaluate", cmd_evaluate, "evaluate one trained run", run=True)
     sp = add("run-experiment", cmd_run_experiment, "train, then evaluate, every seed of one experiment (the DVC stage)")
-    sp.add_argument("experiment")
+    sp.add_argument("experiment", help="experiment name from params.yaml")
     add("aggregate", cmd_aggregate, "collect every run into results/metrics.json and tables")
     sp = add("report", cmd_report, "figures + verdicts -> report/report.html")
-    sp.add_argument("--out", default="report/report.html")
+    sp.add_argument("--out", default="report/report.html", help="the report file (default: report/report.html)")
     sp = add("dvc-record", cmd_dvc_record, "commit to dvc.lock exactly the DVC stages whose Snakemake jobs ran")
-    sp.add_argument("--ran", default="results/logs/ran-stages.txt")
+    sp.add_argument("--ran", default="results/logs/ran-stages.txt",
+                    help="the list of stages Snakemake ran (default: results/logs/ran-stages.txt)")
     sp = add("crosscheck", cmd_crosscheck, "train the peer library's equivalent of each variant (x-transformers)")
     sp.add_argument("experiments", nargs="*", help="default: every experiment the peer has a switch for")
     add("list", cmd_list, "print the active profile's runs")
@@ -325,7 +329,7 @@ def build_parser() -> argparse.ArgumentParser:
     sp.add_argument("--sample-seed", type=bounded(int, 0), default=0, help="seed of the sampling (default: 0)")
     sp = add("score", cmd_score, "loss and perplexity of a sentence (per token), or of every line of --file")
     add_run_arg(sp)
-    sp.add_argument("sentence", nargs="?")
+    sp.add_argument("sentence", nargs="?", help="the text to score (or use --file)")
     sp.add_argument("--file", help="score every line of this file (CSV to stdout or -o)")
     sp.add_argument("--versus", metavar="SENTENCE_B", help="which of the two sentences the model prefers, by how much")
     sp.add_argument("-o", "--out", type=output_file((".csv",)), default=None, help="CSV output path for --file")
@@ -335,11 +339,11 @@ def build_parser() -> argparse.ArgumentParser:
     sp.add_argument("dir", help="a new (or empty) folder to write the model into")
     sp = add("attention", cmd_attention, "attention heatmap(s) for your own text")
     add_run_arg(sp)
-    sp.add_argument("--text", required=True)
-    sp.add_argument("--layer", type=int, default=None, help="default: the last layer")
-    sp.add_argument("--head", type=int, default=None)
+    sp.add_argument("--text", required=True, help="the text whose attention to draw (at most 80 tokens)")
+    sp.add_argument("--layer", type=int, default=None, help="which layer, from 0 (default: the last layer)")
+    sp.add_argument("--head", type=int, default=None, help="which head, from 0 (default: 0; see --all)")
     sp.add_argument("--all", action="store_true", help="every head of the layer")
-    sp.add_argument("-o", "--output", type=output_file(FIGURE_SUFFIXES), default=Path("attention.png"),
+    sp.add_argument("-o", "--out", type=output_file(FIGURE_SUFFIXES), default=Path("attention.png"),
                     help="figure file, .png, .svg or .pdf (default: attention.png)")
     return p
 

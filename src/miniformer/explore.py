@@ -33,14 +33,18 @@ class LoadedRun:
 
 
 def list_runs(results: Path) -> list[str]:
-    lines = [f"{'experiment':28} {'seed':>4} {'steps':>6} {'val loss':>9}  path"]
-    for run in trained_runs(results):
+    if not Path(results).is_dir():
+        raise UserError(f"no results folder at {str(results)!r}; run the study first, or pass --results")
+    runs = trained_runs(results)
+    width = max([len("experiment"), *(len(run_name(results, r)) for r in runs)])
+    lines = [f"{'experiment':{width}} {'seed':>4} {'steps':>6} {'val loss':>9}  path"]
+    for run in runs:
         name, seed = run_name(results, run), seed_of(run)
         m = _json_or_empty(run / "metrics.json")
         ev = _json_or_empty(eval_dir(results, name, seed) / "eval.json")
         val = ev.get("val_loss", m.get("final_val_loss_estimate"))
         steps = m.get("steps_done", "…")
-        lines.append(f"{name:28} {seed:>4} {steps!s:>6} {'n/a' if val is None else f'{val:.4f}':>9}  {run}")
+        lines.append(f"{name:{width}} {seed:>4} {steps!s:>6} {'n/a' if val is None else f'{val:.4f}':>9}  {run}")
     if len(lines) == 1:
         lines.append(f"(no trained runs under {results}/runs; run the study first)")
     return lines
