@@ -558,12 +558,17 @@ def test_the_probe_rescores_the_likeliest_candidates():
     original = model.forward
 
     def spy(idx, *a, **k):
-        calls.append(idx.shape)
+        calls.append(idx.clone())
         return original(idx, *a, **k)
 
     model.forward = spy
-    OBJECTIVES["causal"].recover(model, list(range(1, 12)), 5, Specials(30))
-    assert PROBE_CANDIDATES == 16 and [c[0] for c in calls] == [1, 16]
+    ids = list(range(1, 12))
+    OBJECTIVES["causal"].recover(model, ids, 5, Specials(30))
+    assert PROBE_CANDIDATES == 16 and [c.shape[0] for c in calls] == [1, 16]
+    rows = calls[1]
+    assert len(set(rows[:, 5].tolist())) == 16  # each row puts another candidate at the hidden position
+    keep = [j for j in range(10) if j != 5]
+    assert (rows[:, keep] == torch.tensor(ids[:10])[keep]).all()  # and keeps the rest of the line
 
 
 def test_an_unknown_objective_names_the_choices():
@@ -571,3 +576,12 @@ def test_an_unknown_objective_names_the_choices():
 
     with pytest.raises(ValueError, match="unknown objective='gan'; choose one of causal, mlm, prefix, span"):
         objective_named("gan")
+
+
+def test_each_objective_draws_attention_as_it_reads():
+    causal3 = make_causal_mask(3)
+    assert OBJECTIVES["causal"].reading_mask(3) is None  # the model's own default (causal, or none for no-mask)
+    assert torch.equal(OBJECTIVES["prefix"].reading_mask(3), causal3)  # as it generates
+    assert torch.equal(OBJECTIVES["mlm"].reading_mask(3), torch.ones(3, 3, dtype=torch.bool))  # bidirectional
+    assert torch.equal(OBJECTIVES["span"].reading_mask(3), causal3)  # as its targets are generated
+    assert repr(OBJECTIVES["span"]) == "SpanCorruption()"

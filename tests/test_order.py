@@ -81,6 +81,26 @@ def test_span_scoring_hides_each_token_with_a_sentinel():
     assert logp.tolist() == pytest.approx([0.0] * 4, abs=1e-6)  # each hidden token is the one scored
 
 
+def test_mlm_scoring_hides_each_token_behind_the_mask_and_recovery_reads_it():
+    ids, specials = [1, 2, 3, 4], Specials(20)
+
+    class AnswersAtTheMask(SeesTheHiddenToken):
+        def forward(self, x, attn_mask=None, **_):
+            self.rows = x.clone()
+            logits = torch.zeros(*x.shape, self.vocab)
+            for r, row in enumerate(x.tolist()):
+                for j, t in enumerate(row):
+                    if t == specials.mask_id:
+                        logits[r, j, self.ids[j]] = 50.0  # the hidden token, predicted where [MASK] stands
+            return {"logits": logits}
+
+    model = AnswersAtTheMask(ids, specials.model_vocab)
+    logp = OBJECTIVES["mlm"].sequence_log_likelihood(model, ids, specials)
+    assert model.rows.tolist() == [[specials.mask_id if j == i else t for j, t in enumerate(ids)] for i in range(4)]
+    assert logp.tolist() == pytest.approx([0.0] * 4, abs=1e-6)
+    assert OBJECTIVES["mlm"].recover(model, ids, 2, specials) == (3, None)
+
+
 def test_figures_draw_cjk_labels_without_missing_glyphs():
     """我打你 as heatmap ticks: with the CJK font CI installs (fonts-wqy-microhei), no glyph falls back to a box."""
     import warnings
