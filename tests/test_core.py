@@ -107,10 +107,10 @@ def test_kv_cache_of_a_one_layer_model():
     model = model_of(n_layer=1)
     idx = torch.randint(0, 20, (1, 6), generator=torch.Generator().manual_seed(0))
     cache = KVCache(1)
-    model(idx[:, :4], cache=cache)
-    assert cache.length == 4
-    torch.testing.assert_close(model(idx[:, 4:], cache=cache)["logits"], model(idx)["logits"][:, 4:],
-                               atol=1e-5, rtol=1e-4)
+    full = model(idx)["logits"]
+    for a, b in [(0, 1), (1, 4), (4, 6)]:  # a chunk of several queries after one cached position, too
+        torch.testing.assert_close(model(idx[:, a:b], cache=cache)["logits"], full[:, a:b], atol=1e-5, rtol=1e-4)
+    assert cache.length == 6
 
 
 def test_split_then_merge_is_identity():
@@ -439,6 +439,7 @@ def test_param_and_flop_counts():
         (dict(n_head=0), "n_head=0 must be a positive integer"),
         (dict(n_layer=0), "n_layer=0 must be a positive integer"),
         (dict(block_size=-1), "block_size=-1 must be a positive integer"),
+        (dict(dropout=1.0), r"dropout=1.0 must be in \[0, 1\)"),
         (dict(n_embd=12, n_head=4, pos="rope"), "pos=rope needs an even head dim; n_embd/n_head = 3"),
     ],
 )
@@ -585,3 +586,57 @@ def test_each_objective_draws_attention_as_it_reads():
     assert torch.equal(OBJECTIVES["mlm"].reading_mask(3), torch.ones(3, 3, dtype=torch.bool))  # bidirectional
     assert torch.equal(OBJECTIVES["span"].reading_mask(3), causal3)  # as its targets are generated
     assert repr(OBJECTIVES["span"]) == "SpanCorruption()"
+
+
+def test_the_stream_starts_as_token_embedding_plus_position():
+    """Under Vaswani's init the tokens are scaled by √C (§3.4) and the position vectors added to them."""
+    for pos in ("learned", "sinusoidal"):
+        model = model_of(pos=pos)
+        idx = torch.randint(0, 20, (2, 7), generator=torch.Generator().manual_seed(0))
+        seen: list[torch.Tensor] = []
+        model.blocks[0].register_forward_hook(lambda mod, args, out, seen=seen: seen.append(args[0]))
+        model(idx)
+        expected = model.wte(idx) * 32**0.5 + model.position.embed(7, torch.device("cpu"))
+        torch.testing.assert_close(seen[0], expected)
+
+
+def test_position_parameters_start_as_each_scheme_says():
+    torch.manual_seed(0)
+    assert MiniFormer(tiny(pos="sinusoidal", init="vaswani")).position.scale.item() == 1.0  # the table added raw
+    gpt2 = MiniFormer(tiny(pos="sinusoidal", init="gpt2")).position.scale.item()
+    assert gpt2 == pytest.approx(0.02 * 2**0.5)  # entries of RMS 1/√2 scaled to the tokens' 0.02
+    t5 = MiniFormer(tiny(pos="t5")).position.bias.weight
+    assert torch.equal(t5, torch.zeros_like(t5))  # every offset equal at the start
+
+
+def test_sampling_follows_temperature_and_top_k():
+    model = model_of()
+    prompt = torch.zeros(1, 2, dtype=torch.long)
+
+    def sample(**kw):
+        return model.generate(prompt, 30, generator=torch.Generator().manual_seed(0), **kw)
+
+    greedy = sample(temperature=0)
+    assert torch.equal(sample(temperature=1e-4), greedy)  # a cold softmax is the argmax
+    assert torch.equal(sample(temperature=1.0, top_k=1), greedy)  # one candidate left: the argmax
+    assert not torch.equal(sample(temperature=1.0), greedy)  # at temperature 1 it samples
+    assert not torch.equal(sample(temperature=1.0, top_k=5), greedy)
+
+
+def test_a_prefix_stays_bidirectional_while_the_window_slides_over_it():
+    """Prompt of 5 tokens read as the prefix, a window of 6: after the window has dropped s tokens, the first 5 - s
+    of what it sees are still the prefix."""
+    torch.manual_seed(0)
+    model = MiniFormer(tiny(pos="rope")).eval()
+    original, seen = model.forward, []
+
+    def spy(idx, *a, attn_mask=None, **k):
+        seen.append((idx.size(1), attn_mask))
+        return original(idx, *a, attn_mask=attn_mask, **k)
+
+    model.forward = spy
+    model.generate(torch.arange(1, 6)[None], 4, temperature=0, prefix_len=5, window=6)
+    # steps read 5, 6, 6, 6 tokens: the window has dropped 0, 0, 1, 2 tokens
+    assert [n for n, _ in seen] == [5, 6, 6, 6]
+    for (n, mask), visible in zip(seen, [5, 5, 4, 3]):
+        assert torch.equal(mask, prefix_mask(torch.tensor([visible]), n)[0])
