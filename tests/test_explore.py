@@ -169,7 +169,7 @@ def test_a_long_attention_text_is_refused(trained, tmp_path, capsys):
 
 @pytest.mark.parametrize("target,message", [
     ("missing/dir/x.png", "does not exist; create it first"),
-    ("x.foo", "must end in .png or .svg or .pdf"),
+    ("x.foo", "must end in .png or .svg or .pdf or .html"),
     (".", "is a folder; give a file name"),
 ])
 def test_output_paths_are_checked_before_any_work(trained, tmp_path, capsys, monkeypatch, target, message):
@@ -285,3 +285,92 @@ def test_runs_columns_fit_sweep_names(trained, tmp_path, capsys):
     row = next(line for line in lines if line.startswith("baseline/lr="))
     assert row.split()[0] == "baseline/lr=0.000123456789" and row.split()[1] == "0"  # name and seed stay apart
     assert row.index(" 0 ") + 1 == lines[0].index("seed") + 3  # right-aligned under its 4-wide header
+
+
+# --- heatmaps to explore ---------------------------------------------------------------------------------------------
+
+
+def hover_title(page: Path, selector: str, tmp_path: Path) -> str:
+    """Open ``page`` in headless Chromium, move the mouse over the centre of ``selector`` through the DevTools
+    protocol (a real hover: the browser's :hover state), and return the hovered element's tag and <title>."""
+    import asyncio
+    import json as json_
+    import shutil
+    import subprocess
+    import time
+    import urllib.request
+
+    import aiohttp
+
+    from tests.conftest import require_system
+
+    chromium = shutil.which("chromium") or shutil.which("chromium-browser")
+    require_system(bool(chromium), "the hover test needs a browser: apt-get install chromium")
+    profile = tmp_path / "chromium-profile"
+    browser = subprocess.Popen([chromium, "--headless", "--no-sandbox", "--disable-gpu", "--no-first-run",
+                                "--disable-background-networking", "--disable-component-update", "--disable-sync",
+                                "--remote-debugging-port=0", f"--user-data-dir={profile}", "about:blank"],
+                               stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    try:
+        port_file = profile / "DevToolsActivePort"
+        for _ in range(300):
+            if port_file.exists() and port_file.read_text().strip():
+                break
+            time.sleep(0.1)
+        port = port_file.read_text().split()[0]
+        targets = json_.loads(urllib.request.urlopen(f"http://127.0.0.1:{port}/json/list", timeout=10).read())
+        socket_url = next(t["webSocketDebuggerUrl"] for t in targets if t["type"] == "page")
+
+        async def drive() -> str:
+            async with aiohttp.ClientSession() as session, session.ws_connect(socket_url, max_msg_size=0) as ws:
+                counter = iter(range(1, 1000))
+
+                async def call(method: str, **params):
+                    n = next(counter)
+                    await ws.send_json({"id": n, "method": method, "params": params})
+                    while True:
+                        msg = await ws.receive_json(timeout=30)
+                        if msg.get("id") == n:
+                            return msg.get("result", {})
+
+                async def evaluate(expression: str):
+                    return (await call("Runtime.evaluate", expression=expression, returnByValue=True))["result"].get(
+                        "value")
+
+                await call("Page.navigate", url=page.as_uri())
+                for _ in range(100):
+                    if await evaluate(f"document.readyState === 'complete' && !!document.querySelector('{selector}')"):
+                        break
+                    await asyncio.sleep(0.1)
+                x, y = await evaluate(f"(() => {{ const r = document.querySelector('{selector}')"
+                                      ".getBoundingClientRect(); return [r.x + r.width / 2, r.y + r.height / 2]; })()")
+                await call("Input.dispatchMouseEvent", type="mouseMoved", x=x, y=y)
+                return await evaluate("(() => { const h = [...document.querySelectorAll(':hover')]; "
+                                      "const el = h[h.length - 1]; "
+                                      "return el.tagName + '|' + el.querySelector('title').textContent; })()")
+
+        return asyncio.run(drive())
+    finally:
+        browser.kill()
+        browser.wait()
+
+
+def test_a_hoverable_attention_page_names_query_key_and_weight_under_the_mouse(trained, tmp_path, capsys):
+    import torch
+
+    from miniformer import explore
+
+    out = tmp_path / "att.html"
+    assert run(trained, "attention", "baseline", "--text", "thou hath", "--html", "-o", str(out)) == 0
+    html = out.read_text(encoding="utf-8")
+    assert "<script" not in html and "http" not in html.split("xmlns")[0]  # offline, no script
+    loaded = explore.load("baseline", trained / "results", None, trained / "data")
+    ids = loaded.tokenizer.encode("thou hath")
+    weights = loaded.model(torch.tensor([ids]), return_weights=True)["weights"][-1][0, 0]
+    said = hover_title(out, 'rect[data-q="6"][data-k="2"]', tmp_path)
+    assert said == f"rect|query 6 'a' → key 2 'o': {weights[6, 2].item():.3f}"
+
+
+def test_html_and_figure_outputs_are_not_mixed(trained, tmp_path, capsys):
+    assert run(trained, "attention", "baseline", "--text", "thou", "--html", "-o", str(tmp_path / "a.png")) == 2
+    assert "--html writes a hoverable page" in capsys.readouterr().err

@@ -322,6 +322,7 @@ def test_report_renders_offline_in_a_headless_browser(smk, tmp_path):
         assert pixels.shape[0] > 50 and pixels.std() > 0  # decodes and is not blank
     assert not re.search(r'(src|href)="(https?:)?//', html), "external reference in the report"
     assert "<script" not in html
+    assert 'class="hovermap"' in html and "<title>query 0 " in html  # the single-head map, hoverable
     for section in ("3. Positions", "4. Single-head attention", "5. Multi-head attention", "6. The block",
                     "7. Training the mini-former", "8. Objectives", "Claims", "Breakage log", "References",
                     "Environment"):

@@ -209,7 +209,10 @@ def cmd_attention(args) -> None:
     from miniformer import explore
 
     run = explore.load(args.run, Path(args.results), args.seed, Path(args.data), args.device)
-    out = explore.attention_figure(run, args.text, args.layer, args.head, args.all, args.out)
+    out = args.out or Path("attention.html" if args.html else "attention.png")
+    if args.html != (out.suffix == ".html"):
+        raise UserError("--html writes a hoverable page: give it an -o ending in .html (and no --html for figures)")
+    out = explore.attention_figure(run, args.text, args.layer, args.head, args.all, out)
     print(f"wrote {out}")
 
 
@@ -343,8 +346,10 @@ def build_parser() -> argparse.ArgumentParser:
     sp.add_argument("--layer", type=int, default=None, help="which layer, from 0 (default: the last layer)")
     sp.add_argument("--head", type=int, default=None, help="which head, from 0 (default: 0; see --all)")
     sp.add_argument("--all", action="store_true", help="every head of the layer")
-    sp.add_argument("-o", "--out", type=output_file(FIGURE_SUFFIXES), default=Path("attention.png"),
-                    help="figure file, .png, .svg or .pdf (default: attention.png)")
+    sp.add_argument("--html", action="store_true",
+                    help="write a page of hoverable maps (query, key, weight per cell) instead of a figure")
+    sp.add_argument("-o", "--out", type=output_file((*FIGURE_SUFFIXES, ".html")), default=None,
+                    help="figure file, .png, .svg or .pdf (default: attention.png), or .html with --html")
     return p
 
 

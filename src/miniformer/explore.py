@@ -216,12 +216,20 @@ def attention_figure(run: LoadedRun, text: str, layer: int | None, head: int | N
     if not 0 <= L < len(weights):
         raise UserError(f"--layer {layer} out of range: the model has {len(weights)} layers (0..{len(weights) - 1})")
     H = weights[L].size(1)
+    h = head or 0
+    if not all_heads and not 0 <= h < H:
+        raise UserError(f"--head {head} out of range: layer {L} has {H} heads (0..{H - 1})")
+    heads = range(H) if all_heads else [h]
+    if Path(out).suffix == ".html":  # hoverable: query, key and weight in each cell's title
+        from miniformer.files import atomic_write_text
+        from miniformer.study.hovermap import attention_page
+
+        maps = [(f"layer {L}, head {k}", weights[L][0, k].tolist()) for k in heads]
+        atomic_write_text(out, attention_page(maps, tokens, f"{run.path}: attention"))
+        return out
     if all_heads:
         fig = head_grid(weights[L][0].tolist(), tokens, f"{run.path}: layer {L}, all heads")
     else:
-        h = head or 0
-        if not 0 <= h < H:
-            raise UserError(f"--head {head} out of range: layer {L} has {H} heads (0..{H - 1})")
         fig = attention_heatmap(weights[L][0, h].tolist(), tokens, f"{run.path}: layer {L}, head {h}")
     fig.savefig(out, dpi=110, bbox_inches="tight")
     return out

@@ -12,13 +12,14 @@ import numpy as np
 import pandas as pd
 import torch
 from jinja2 import Environment, PackageLoader, select_autoescape
+from markupsafe import Markup
 
 from miniformer.crosscheck import read_crosscheck
 from miniformer.files import atomic_write_text, write_json
 from miniformer.layout import DATA_DIR, eval_dir, run_dir, seed_folder
 from miniformer.network.objectives import PROBE_CANDIDATES
 from miniformer.params import RunConfig, Study
-from miniformer.study import figures
+from miniformer.study import figures, hovermap
 from miniformer.study.aggregate import read_json
 from miniformer.study.bibliography import REFERENCES
 from miniformer.study.claims import check_experiments, claims
@@ -156,7 +157,9 @@ def attention_section(r: ReportInputs) -> dict:
     attn_exps = r.present(group_of(r.study, "attention"))
     r.draw("attn_curves", figures.curves({e: files.log(e) for e in attn_exps}, "train_loss",
                                          "Attention breakages: train loss"))
-    return {"single": single, "nomask": nomask}
+    hover = hovermap.attention_svg(single["weights"][-1][0], single["tokens"],
+                                   "hover a cell: query → key, weight (single head, last layer)")
+    return {"single": single, "nomask": nomask, "single_hover": Markup(hover)}  # built and escaped by hovermap
 
 
 def heads_section(r: ReportInputs) -> dict:
