@@ -329,14 +329,19 @@ def test_a_changed_config_killed_mid_training_cannot_reach_the_metrics(trained, 
     assert "train the run first" in capsys.readouterr().err
 
 
-def test_aggregate_refuses_an_evaluation_of_another_training(trained, capsys, monkeypatch):
-    tmp_path, params = trained
+def evaluated_baseline_only(tmp_path: Path, params: dict, monkeypatch) -> None:
+    """Cut the study to the trained baseline seed 0 (no claim experiments needed) and evaluate it."""
     from miniformer.study import claims
 
     monkeypatch.setattr(claims, "required_experiments", lambda: set())
     params["seeds"] = [0]
     params["experiments"] = {"baseline": params["experiments"]["baseline"]}
     assert run_cli(tmp_path, params, "evaluate", "baseline", "--seed", "0") == 0
+
+
+def test_aggregate_refuses_an_evaluation_of_another_training(trained, capsys, monkeypatch):
+    tmp_path, params = trained
+    evaluated_baseline_only(tmp_path, params, monkeypatch)
     assert run_cli(tmp_path, params, "aggregate") == 0
     eval_json = tmp_path / "results" / "eval" / "baseline" / "seed0" / "eval.json"
     old_eval = eval_json.read_text()
@@ -362,12 +367,7 @@ def test_evaluate_refuses_a_checkpoint_of_another_config(trained, capsys):
 @pytest.mark.parametrize("name", ["metrics.json", "eval.json"])
 def test_an_unreadable_results_file_is_one_line(trained, capsys, monkeypatch, name):
     tmp_path, params = trained
-    from miniformer.study import claims
-
-    monkeypatch.setattr(claims, "required_experiments", lambda: set())
-    params["seeds"] = [0]
-    params["experiments"] = {"baseline": params["experiments"]["baseline"]}
-    assert run_cli(tmp_path, params, "evaluate", "baseline", "--seed", "0") == 0
+    evaluated_baseline_only(tmp_path, params, monkeypatch)
     folder = "runs" if name == "metrics.json" else "eval"
     (tmp_path / "results" / folder / "baseline" / "seed0" / name).write_text("{not json")
     assert run_cli(tmp_path, params, "aggregate") == 2
@@ -465,12 +465,7 @@ def test_a_full_disk_while_checkpointing_is_one_line_and_keeps_the_last_checkpoi
 
 def test_a_file_where_the_tables_folder_should_be_is_one_line(trained, capsys, monkeypatch):
     tmp_path, params = trained
-    from miniformer.study import claims
-
-    monkeypatch.setattr(claims, "required_experiments", lambda: set())
-    params["seeds"] = [0]
-    params["experiments"] = {"baseline": params["experiments"]["baseline"]}
-    assert run_cli(tmp_path, params, "evaluate", "baseline", "--seed", "0") == 0
+    evaluated_baseline_only(tmp_path, params, monkeypatch)
     (tmp_path / "results" / "tables").write_text("in the way")
     assert run_cli(tmp_path, params, "aggregate") == 2
     err = capsys.readouterr().err.strip().splitlines()

@@ -53,15 +53,7 @@ def test_kill_minus_9_mid_training_then_the_dag_resumes_to_the_same_result(tmp_p
     # a longer smoke baseline, killed well before its end
     text = re.sub(r"(  smoke:.*?train: \{)steps: 20,", r"\1steps: 120,", text, count=1, flags=re.S)
     params.write_text(text)
-    # Fault injection in this copy only: right after the checkpoint of step 30 the training job kills its whole
-    # process group (Snakemake included, as `kill -9` of a session would), with no chance to clean up.
-    trainer = study / "src" / "miniformer" / "train.py"
-    code = trainer.read_text()
-    hook = "                self.save()\n                last_good = self.step\n"
-    assert hook in code
-    trainer.write_text(code.replace(hook, hook + (
-        "                if os.environ.get('MINIFORMER_TEST_KILL_AT') == str(self.step):\n"
-        "                    os.killpg(os.getpgid(0), 9)\n")))
+    inject_kill(study)  # at step 30 the training job kills its whole process group, Snakemake included
     target = "results/runs/baseline/seed0/metrics.json"
     env = {**os.environ, "PYTHONPATH": str(study / "src"), "PATH": f"{BIN}:{os.environ['PATH']}",
            "MINIFORMER_TEST_KILL_AT": "30"}
