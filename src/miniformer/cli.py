@@ -312,6 +312,13 @@ def build_parser() -> argparse.ArgumentParser:
     add("settle-times", cmd_settle_times, "after `dvc pull`: file times in DAG order, so Snakemake finds nothing stale")
     add("runs", cmd_runs, "list trained runs found under results/")
 
+    add_explore_commands(add)
+    return p
+
+
+def add_explore_commands(add) -> None:
+    """The commands that use a trained run: generate, score, export, attention."""
+
     def add_run_arg(sp: argparse.ArgumentParser, device: bool = True) -> None:
         sp.add_argument("run", help="experiment name (see `miniformer runs`) or a run folder")
         sp.add_argument("--seed", type=bounded(int, 0), default=None,
@@ -350,7 +357,6 @@ def build_parser() -> argparse.ArgumentParser:
                     help="write a page of hoverable maps (query, key, weight per cell) instead of a figure")
     sp.add_argument("-o", "--out", type=output_file((*FIGURE_SUFFIXES, ".html")), default=None,
                     help="figure file, .png, .svg or .pdf (default: attention.png), or .html with --html")
-    return p
 
 
 def main(argv: list[str] | None = None) -> int:
