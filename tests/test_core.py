@@ -640,3 +640,47 @@ def test_a_prefix_stays_bidirectional_while_the_window_slides_over_it():
     assert [n for n, _ in seen] == [5, 6, 6, 6]
     for (n, mask), visible in zip(seen, [5, 5, 4, 3]):
         assert torch.equal(mask, prefix_mask(torch.tensor([visible]), n)[0])
+
+
+def test_special_token_ids_follow_the_base_vocabulary():
+    specials = Specials(50, n_sentinels=3)
+    assert (specials.mask_id, specials.sentinel(0), specials.sentinel(2), specials.model_vocab) == (50, 51, 53, 54)
+
+
+def test_mlm_random_replacements_cover_the_whole_base_vocabulary():
+    specials = Specials(5)
+    tokens = torch.full((200, 200), 4)
+    batch = mlm_batch(tokens, specials, torch.Generator().manual_seed(0))
+    replaced = batch.x[(batch.y != IGNORE) & (batch.x != specials.mask_id)]
+    assert set(replaced.tolist()) == {0, 1, 2, 3, 4}  # BERT's random token may be any token, the first one too
+
+
+def test_prefix_lengths_cover_every_split_point():
+    batch = prefix_batch(torch.arange(9).repeat(400, 1), torch.Generator().manual_seed(0))
+    lengths = batch.mask[:, 0].sum(1)  # query 0 sees exactly the prefix
+    assert set(lengths.tolist()) == set(range(1, 8))  # a one-token prefix up to all but the last input
+
+
+def test_span_counts_and_corruption_of_very_short_sequences():
+    from miniformer.network.objectives import span_counts
+
+    assert span_counts(3, 0.15, 3.0) == (1, 1)  # at least one noise token in at least one span
+    assert span_counts(100, 0.15, 3.0) == (15, 5)
+    specials = Specials(30)
+    seq = [1, 2, 3, 4]
+    inputs, targets = corrupt_spans(seq, specials, torch.Generator().manual_seed(0), noise=0.75, mean_span=1.0)
+    assert sum(t >= specials.sentinel(0) for t in inputs) == 1  # one kept token: room for one span only
+    assert reconstruct_spans(inputs, targets, specials) == seq
+
+
+def test_the_demo_prompt_is_a_window_of_the_split():
+    import numpy as np
+
+    from miniformer.network.objectives import demo_prompt
+
+    split = np.arange(10, dtype=np.uint16)
+    assert demo_prompt(np.arange(5, dtype=np.uint16), 4, seed=3) == [0, 1, 2, 3]  # only one window fits
+    for seed in range(20):
+        window = demo_prompt(split, 4, seed)
+        assert len(window) == 4 and window == list(range(window[0], window[0] + 4))
+    assert len({demo_prompt(split, 4, s)[0] for s in range(20)}) > 1  # the seed picks where
