@@ -427,6 +427,8 @@ def test_param_and_flop_counts():
     # head_merge=mean projects from one head's width (8): out 8·32 instead of 32·32
     assert flops_per_token(model_of(head_merge="mean"), training=False) == 54528 - 2 * 2 * (32 * 32 - 8 * 32)
     assert flops_per_token(model, seq_len=32, training=False) == 54528 + 2 * 2 * 2 * 16 * 32
+    # a tiny MLP keeps one hidden unit (int(0.01 · 32) = 0): MLP 2·32·1 weights instead of 2·32·128, per layer
+    assert flops_per_token(model_of(mlp_ratio=0.01), training=False) == 54528 - 2 * 2 * (2 * 32 * 128 - 2 * 32 * 1)
 
 
 @pytest.mark.parametrize(
