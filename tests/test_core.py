@@ -686,3 +686,27 @@ def test_the_demo_prompt_is_a_window_of_the_split():
         window = demo_prompt(split, 4, seed)
         assert len(window) == 4 and window == list(range(window[0], window[0] + 4))
     assert len({demo_prompt(split, 4, s)[0] for s in range(20)}) > 1  # the seed picks where
+
+
+def test_gpt2_init_shrinks_the_residual_projections():
+    """Radford et al. 2019: every matrix N(0, 0.02), the projections into the residual stream by 1/√(2·layers)."""
+    torch.manual_seed(0)
+    model = MiniFormer(tiny(init="gpt2", n_layer=2, n_embd=64))
+    for block in model.blocks:
+        assert block.attn.proj.weight.std().item() == pytest.approx(0.02 / 2, rel=0.1)
+        assert block.mlp.proj.weight.std().item() == pytest.approx(0.02 / 2, rel=0.1)
+        assert block.attn.qkv.weight.std().item() == pytest.approx(0.02, rel=0.1)
+        assert block.mlp.fc.weight.std().item() == pytest.approx(0.02, rel=0.1)
+    assert model.wte.weight.std().item() == pytest.approx(0.02, rel=0.1)
+
+
+def test_dropout_reaches_the_embeddings_in_training_only():
+    model = model_of(dropout=0.5, pos="none").train()
+    seen: list[torch.Tensor] = []
+    model.blocks[0].register_forward_hook(lambda mod, args, out, seen=seen: seen.append(args[0]))
+    idx = torch.randint(0, 20, (4, 16), generator=torch.Generator().manual_seed(0))
+    model(idx)
+    assert (seen[-1] == 0).float().mean().item() == pytest.approx(0.5, abs=0.05)  # half the coordinates dropped
+    model.eval()
+    model(idx)
+    assert (seen[-1] == 0).float().mean().item() < 0.01
