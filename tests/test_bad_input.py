@@ -95,7 +95,8 @@ CASES = [
     ("sweep of a list", lambda p: edit(p, "experiments.baseline.sweep", {"eval.length_multiples": [[1, 2]]}),
      "cannot name a run folder"),
     # findings settings change verdicts: typed and in range
-    ("confidence 0", lambda p: edit(p, "findings.confidence", 0), "findings.confidence = 0 must be in [0.5, 1)"),
+    ("confidence 0", lambda p: edit(p, "findings.confidence", 0), "findings.confidence = 0 must be in [0.5, 0.999]"),
+    ("confidence 0.9999", lambda p: edit(p, "findings.confidence", 0.9999), "confidence = 0.9999 must be in"),
     ("confidence 1.5", lambda p: edit(p, "findings.confidence", 1.5), "findings.confidence = 1.5 must be in"),
     ("confidence as a word", lambda p: edit(p, "findings.confidence", "high"),
      "findings.confidence = 'high' has type str, expected float"),

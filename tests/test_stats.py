@@ -136,3 +136,20 @@ def test_still_changing():
     assert still_changing(est(0.3, 0.05), est(0.1, 0.05))
     assert not still_changing(est(0.12, 0.05), est(0.1, 0.05))
     assert not still_changing(None, est(0.1, 0.05))
+
+
+def test_an_estimate_prints_as_effect_plus_minus_half_width():
+    from miniformer.study.stats import Estimate
+
+    assert Estimate(0.1234, 0.05, 0.02, 0.01, 0.95).text() == "+0.123 ± 0.050"
+    assert Estimate(-0.5, math.inf, 0.0, 1.0, 0.95).text(2) == "-0.50 ± ∞"
+
+
+def test_the_t_quantile_is_exact_up_to_the_highest_confidence_params_allow():
+    assert t_quantile(0.999, 1) == pytest.approx(636.62, rel=1e-4)  # Cauchy: tan(0.4995 π)
+    assert t_quantile(0.999, 2) == pytest.approx(31.599, rel=1e-4)
+
+
+def test_an_unknown_sample_source_is_an_error():
+    with pytest.raises(ValueError, match="unknown sample source 'bogus'"):
+        Samples({}).mean("bogus")

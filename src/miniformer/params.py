@@ -421,7 +421,8 @@ def _check_seeds(seeds: Any) -> None:
 
 def _validate_findings(f: FindingsConfig) -> None:
     checks = [
-        (0.5 <= f.confidence < 1, f"findings.confidence = {f.confidence} must be in [0.5, 1) (e.g. 0.95)"),
+        (0.5 <= f.confidence <= 0.999, f"findings.confidence = {f.confidence} must be in [0.5, 0.999] (e.g. 0.95; "
+         "the t quantile is computed numerically, exact to 4 digits up to 0.999)"),
         (f.equivalence_margin > 0, f"findings.equivalence_margin = {f.equivalence_margin} must be > 0 (nats)"),
         (f.unigram_margin >= 0, f"findings.unigram_margin = {f.unigram_margin} must be >= 0 (nats)"),
         (0 <= f.chance_margin < 0.5, f"findings.chance_margin = {f.chance_margin} must be in [0, 0.5)"),
