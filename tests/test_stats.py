@@ -153,3 +153,18 @@ def test_the_t_quantile_is_exact_up_to_the_highest_confidence_params_allow():
 def test_an_unknown_sample_source_is_an_error():
     with pytest.raises(ValueError, match="unknown sample source 'bogus'"):
         Samples({}).mean("bogus")
+
+
+def test_an_effect_with_no_runs_or_a_missing_quantity_is_none_and_quiet():
+    import warnings
+
+    runs = [Samples({"val": {"sum": [1.0, 2.0], "count": [1, 1]}})]
+
+    def missing(run, idx):
+        return None  # e.g. a run without a length-sweep entry
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # no "mean of empty slice" on the way to None
+        assert Interval(bootstrap=50).effect(source_quantity("val"), ["val"], []) is None
+        assert Interval(bootstrap=50).effect(missing, ["val"], runs) is None
+        assert Interval(bootstrap=50).effect(source_quantity("val"), ["val"], runs, [Samples({})]) is None
