@@ -27,9 +27,15 @@ def trained(tmp_path_factory) -> Path:
 
 
 def run(root: Path, *args: str) -> int:
-    return main(
-        [*args, "--params", str(root / "params.yaml"), "--data", str(root / "data"), "--results", str(root / "results")]
-    )
+    """The command with the study flags it takes: the commands that use a trained run do not read params.yaml."""
+    study = ["--params", str(root / "params.yaml")] if args[0] in ("prepare", "train") else []
+    where = [] if args[0] == "runs" else ["--data", str(root / "data")]
+    return main([*args, *study, *where, "--results", str(root / "results")])
+
+
+def test_a_flag_a_command_would_ignore_is_refused(trained, capsys):
+    assert run(trained, "generate", "baseline", "--params", "other.yaml") == 2
+    assert "unrecognized arguments: --params other.yaml" in capsys.readouterr().err
 
 
 def test_runs_lists_every_trained_run(trained, capsys):
@@ -115,8 +121,6 @@ def test_checkpoint_from_another_tokenizer(trained, tmp_path, capsys):
         [
             "generate",
             "baseline",
-            "--params",
-            str(trained / "params.yaml"),
             "--data",
             str(tmp_path / "data"),
             "--results",
