@@ -145,7 +145,8 @@ def test_an_estimate_prints_as_effect_plus_minus_half_width():
     assert Estimate(-0.5, math.inf, 0.0, 1.0, 0.95).text(2) == "-0.50 ± ∞"
 
 
-def test_the_t_quantile_is_exact_up_to_the_highest_confidence_params_allow():
+def test_the_t_quantile_is_exact_over_the_confidences_params_allow():
+    assert t_quantile(0.5, 10) == pytest.approx(0.6998, rel=1e-3)  # below 1: the bisection starts from 0
     assert t_quantile(0.999, 1) == pytest.approx(636.62, rel=1e-4)  # Cauchy: tan(0.4995 π)
     assert t_quantile(0.999, 2) == pytest.approx(31.599, rel=1e-4)
 
