@@ -169,3 +169,47 @@ def test_an_effect_with_no_runs_or_a_missing_quantity_is_none_and_quiet():
         assert Interval(bootstrap=50).effect(source_quantity("val"), ["val"], []) is None
         assert Interval(bootstrap=50).effect(missing, ["val"], runs) is None
         assert Interval(bootstrap=50).effect(source_quantity("val"), ["val"], runs, [Samples({})]) is None
+
+
+def test_the_seed_part_for_one_sample_and_unequal_groups():
+    run = windows_run(np.full(50, 2.0))
+    alone = Interval(0.95, 200).effect(source_quantity("val"), ["val"], [run, run, run], seed_sd=0.03, seed_df=2)
+    assert alone.seed_se == pytest.approx(0.03 / math.sqrt(3))  # one group: sd / √n, nothing from a second group
+    two = Interval(0.95, 200).effect(source_quantity("val"), ["val"], [run, run, run], [run, run], seed_sd=0.03)
+    assert two.seed_se == pytest.approx(0.03 * math.sqrt(1 / 3 + 1 / 2))
+
+
+def test_the_bootstrap_error_is_the_spread_of_its_replicates():
+    """A quantity equal to the first resampled window's index makes each replicate a known number: the error is
+    their standard deviation (ddof 1), from indices drawn over every window 0 … n-1 by the interval's own seed."""
+    run = windows_run(np.arange(10.0))
+
+    def first_index(run, idx):
+        return float(idx["val"][0]) if idx else 4.5
+
+    rng = np.random.default_rng(0)
+    expected = [float(rng.integers(0, 10, 10)[0]) for _ in range(5)]
+    e = Interval(0.95, 5).effect(first_index, ["val"], [run])
+    assert e.eval_se == pytest.approx(float(np.std(expected, ddof=1)))
+    assert Interval(0.95, 1).effect(first_index, ["val"], [run]).eval_se == 0.0  # one replicate: no spread
+
+
+def test_replicates_that_are_not_numbers_are_left_out():
+    run = windows_run(np.arange(10.0))
+
+    def sometimes_nan(run, idx):
+        return float("nan") if idx and idx["val"][0] % 2 else 1.0
+
+    e = Interval(0.95, 50).effect(sometimes_nan, ["val"], [run])
+    assert e.eval_se == 0.0 and math.isfinite(e.half_width)
+
+
+def test_a_window_with_one_counted_token_weighs_one():
+    assert Samples({"val": {"sum": [3.0], "count": [1]}}).mean("val") == 3.0
+    assert Samples({"val": {"sum": [0.0], "count": [0]}}).mean("val") == 0.0  # an empty window: no division by zero
+
+
+def test_a_difference_with_a_missing_side_is_none():
+    run = Samples({"lengths": {"1": [1.0, 2.0]}})
+    assert difference_quantity("length:8", "length:1")(run, {}) is None
+    assert difference_quantity("length:1", "length:8")(run, {}) is None
