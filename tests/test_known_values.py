@@ -157,6 +157,8 @@ def test_lr_schedule_warms_up_linearly_then_decays_by_cosine_to_the_floor():
     assert lr_at(500, cfg) == pytest.approx(1e-4)  # never below the floor
     no_warmup = SimpleNamespace(lr=1e-3, min_lr=0.0, warmup=0, steps=100)
     assert lr_at(0, no_warmup) == pytest.approx(1e-3)
+    one_step_of_decay = SimpleNamespace(lr=1e-3, min_lr=1e-4, warmup=9, steps=10)
+    assert lr_at(10, one_step_of_decay) == pytest.approx(1e-4)  # the whole cosine in one step: at the floor
 
 
 # --- evaluation statistics on stand-in models ------------------------------------------------------------------------
