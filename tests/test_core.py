@@ -668,6 +668,8 @@ def test_span_counts_and_corruption_of_very_short_sequences():
 
     assert span_counts(3, 0.15, 3.0) == (1, 1)  # at least one noise token in at least one span
     assert span_counts(100, 0.15, 3.0) == (15, 5)
+    inputs, _ = corrupt_spans(list(range(120)), Specials(200), torch.Generator().manual_seed(0))  # T5's defaults
+    assert sum(t >= Specials(200).sentinel(0) for t in inputs) == 6  # 15 % of 120 = 18 noise tokens, mean span 3
     specials = Specials(30)
     seq = [1, 2, 3, 4]
     inputs, targets = corrupt_spans(seq, specials, torch.Generator().manual_seed(0), noise=0.75, mean_span=1.0)
