@@ -284,3 +284,21 @@ def test_explore_commands_take_a_device(tmp_path, corpus, capsys):
     args = build_parser().parse_args(["generate", "baseline", "--device", "mps"])
     assert args.device == "mps"
     assert build_parser().parse_args(["score", "baseline", "x"]).device == "cpu"
+
+
+def test_a_failing_process_with_dvclive_exits_without_shutdown_noise(tmp_path):
+    """DVCLive opens the DVC repo (and git pack files) to name its experiment; left to the garbage collector at exit,
+    dulwich's __del__ printed "Exception ignored … sys.meta_path is None" tracebacks after every crash."""
+    import os
+    import subprocess
+    import sys
+
+    root = Path(__file__).resolve().parents[1]
+    code = ("from pathlib import Path\nfrom miniformer.train import DvcLiveMirror\n"
+            f"m = DvcLiveMirror(Path({str(tmp_path)!r}) / 'dvclive', [])\nm.log({{'step': 1, 'train_loss': 1.0}})\n"
+            "raise SystemExit(2)\n")
+    done = subprocess.run([sys.executable, "-c", code], cwd=root, capture_output=True, text=True, timeout=120,
+                          env={**os.environ, "PYTHONPATH": str(root / "src")})
+    assert done.returncode == 2
+    assert (tmp_path / "dvclive" / "plots" / "metrics" / "train_loss.tsv").exists()
+    assert "Exception ignored" not in done.stderr, done.stderr[-500:]
