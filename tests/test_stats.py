@@ -191,6 +191,8 @@ def test_the_bootstrap_error_is_the_spread_of_its_replicates():
     expected = [float(rng.integers(0, 10, 10)[0]) for _ in range(5)]
     e = Interval(0.95, 5).effect(first_index, ["val"], [run])
     assert e.eval_se == pytest.approx(float(np.std(expected, ddof=1)))
+    assert Interval(0.95, 2).effect(first_index, ["val"], [run]).eval_se == pytest.approx(
+        float(np.std(expected[:2], ddof=1)))  # two replicates already have a spread
     assert Interval(0.95, 1).effect(first_index, ["val"], [run]).eval_se == 0.0  # one replicate: no spread
 
 
