@@ -17,6 +17,15 @@ torch.set_num_threads(1)
 ROOT = Path(__file__).resolve().parents[1]
 
 
+def study_args(command: str, root: Path, params: Path | None = None) -> list[str]:
+    """The study-wide flags ``command`` takes (and only those: it refuses a flag it would ignore), pointing at a
+    test study under ``root``."""
+    from miniformer.cli import COMMAND_FLAGS
+
+    values = {"params": params or root / "params.yaml", "data": root / "data", "results": root / "results"}
+    return [x for flag in COMMAND_FLAGS[command] if flag in values for x in (f"--{flag}", str(values[flag]))]
+
+
 def require_system(present: bool, what: str) -> None:
     """A test that needs a system tool: on a laptop without it, a skip naming the package to install; under CI
     (CI=true, which .ci/run sets after installing the tools) a failure, so CI can never pass by skipping."""

@@ -11,7 +11,7 @@ import yaml
 from miniformer.cli import main
 from miniformer.errors import UserError
 from miniformer.params import Study
-from tests.conftest import tiny_params
+from tests.conftest import study_args, tiny_params
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -20,17 +20,7 @@ REPO_PARAMS = Path(__file__).resolve().parents[1] / "params.yaml"
 
 def run_cli(tmp_path: Path, params: dict, *args: str) -> int:
     (tmp_path / "params.yaml").write_text(yaml.safe_dump(params))
-    return main(
-        [
-            *args,
-            "--params",
-            str(tmp_path / "params.yaml"),
-            "--data",
-            str(tmp_path / "data"),
-            "--results",
-            str(tmp_path / "results"),
-        ]
-    )
+    return main([*args, *study_args(args[0], tmp_path)])
 
 
 def edit(params: dict, path: str, value) -> dict:

@@ -15,21 +15,11 @@ from miniformer.errors import UserError
 from miniformer.params import Study
 from miniformer.tokenizer import BPETokenizer, CharTokenizer, tokenizer_from_json
 from miniformer.train import Trainer, train
-from tests.conftest import make_text, tiny_params
+from tests.conftest import make_text, study_args, tiny_params
 
 
 def cli(study_dir: Path, *args: str) -> int:
-    return main(
-        [
-            *args,
-            "--params",
-            str(study_dir / "params.yaml"),
-            "--data",
-            str(study_dir / "data"),
-            "--results",
-            str(study_dir / "results"),
-        ]
-    )
+    return main([*args, *study_args(args[0], study_dir)])
 
 
 def prepared(study_dir: Path) -> Path:

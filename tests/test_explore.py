@@ -9,7 +9,7 @@ import pytest
 import yaml
 
 from miniformer.cli import main
-from tests.conftest import tiny_params
+from tests.conftest import study_args, tiny_params
 
 
 @pytest.fixture(scope="module")
@@ -28,14 +28,15 @@ def trained(tmp_path_factory) -> Path:
 
 def run(root: Path, *args: str) -> int:
     """The command with the study flags it takes: the commands that use a trained run do not read params.yaml."""
-    study = ["--params", str(root / "params.yaml")] if args[0] in ("prepare", "train") else []
-    where = [] if args[0] == "runs" else ["--data", str(root / "data")]
-    return main([*args, *study, *where, "--results", str(root / "results")])
+    return main([*args, *study_args(args[0], root)])
 
 
 def test_a_flag_a_command_would_ignore_is_refused(trained, capsys):
     assert run(trained, "generate", "baseline", "--params", "other.yaml") == 2
     assert "unrecognized arguments: --params other.yaml" in capsys.readouterr().err
+    for command, flag in (("prepare", "--results"), ("aggregate", "--data"), ("runs", "--profile"), ("list", "--data")):
+        assert main([command, flag, "x"]) == 2, command
+        assert f"unrecognized arguments: {flag} x" in capsys.readouterr().err
 
 
 def test_runs_lists_every_trained_run(trained, capsys):

@@ -68,6 +68,13 @@ def output_file(suffixes: tuple[str, ...]):
 
 STUDY_FLAGS = ("params", "profile", "results", "data")
 RUN_FLAGS = ("results", "data")  # what the commands that use a trained run read: they never read params.yaml
+# The study-wide flags each command reads; it is offered no other, so a flag that would do nothing is refused.
+COMMAND_FLAGS: dict[str, tuple[str, ...]] = {
+    "prepare": ("params", "profile"), "train": STUDY_FLAGS, "evaluate": STUDY_FLAGS, "run-experiment": STUDY_FLAGS,
+    "aggregate": ("params", "profile", "results"), "report": STUDY_FLAGS, "dvc-record": ("params", "profile"),
+    "crosscheck": STUDY_FLAGS, "list": ("params", "profile"), "settle-times": (), "runs": ("results",),
+    "generate": RUN_FLAGS, "score": RUN_FLAGS, "export": RUN_FLAGS, "attention": RUN_FLAGS,
+}
 INTERNAL = ("run-experiment", "dvc-record", "list")  # the DAG tools' entry points, kept out of the main help
 MAX_GENERATE = 100_000  # tokens per `generate` call: beyond, a typo would run for hours
 FIGURE_SUFFIXES = (".png", ".svg", ".pdf")
@@ -273,9 +280,8 @@ def build_parser() -> argparse.ArgumentParser:
     sub = p.add_subparsers(dest="command", required=True, metavar="COMMAND", title="commands")
     p.epilog = ("internal commands, called by Snakemake and DVC (each has --help): " + ", ".join(INTERNAL))
 
-    def add(name: str, fn, help_: str, run: bool = False, common: tuple[str, ...] = STUDY_FLAGS
-            ) -> argparse.ArgumentParser:
-        """A subcommand with the study-wide flags it uses (``common``): a flag it would ignore is not offered, so
+    def add(name: str, fn, help_: str, run: bool = False) -> argparse.ArgumentParser:
+        """A subcommand with the study-wide flags it uses (COMMAND_FLAGS): a flag it would ignore is not offered, so
         argparse refuses it."""
         listed = {} if name in INTERNAL else {"help": help_}  # a subcommand without help is left out of the list
         sp = sub.add_parser(name, description=help_, **listed)
@@ -285,7 +291,7 @@ def build_parser() -> argparse.ArgumentParser:
             "results": dict(default=str(RESULTS), help="results folder (default: results)"),
             "data": dict(default=str(DATA_DIR), help="prepared data folder (default: data/prepared)"),
         }
-        for flag in common:
+        for flag in COMMAND_FLAGS[name]:
             sp.add_argument(f"--{flag}", **flags[flag])
         if run:
             sp.add_argument("experiment", help="experiment name from params.yaml")
@@ -318,9 +324,8 @@ def build_parser() -> argparse.ArgumentParser:
     sp = add("crosscheck", cmd_crosscheck, "train the peer library's equivalent of each variant (x-transformers)")
     sp.add_argument("experiments", nargs="*", help="default: every experiment the peer has a switch for")
     add("list", cmd_list, "print the active profile's runs")
-    add("settle-times", cmd_settle_times, "after `dvc pull`: file times in DAG order, so Snakemake finds nothing stale",
-        common=())
-    add("runs", cmd_runs, "list trained runs found under results/", common=("results",))
+    add("settle-times", cmd_settle_times, "after `dvc pull`: file times in DAG order, so Snakemake finds nothing stale")
+    add("runs", cmd_runs, "list trained runs found under results/")
 
     add_explore_commands(add)
     return p
@@ -337,7 +342,7 @@ def add_explore_commands(add) -> None:
             sp.add_argument("--device", choices=DEVICES, default="cpu",
                             help="where the model runs: auto takes cuda, then mps, then cpu (default: cpu)")
 
-    sp = add("generate", cmd_generate, "continue a prompt with a trained run", common=RUN_FLAGS)
+    sp = add("generate", cmd_generate, "continue a prompt with a trained run")
     add_run_arg(sp)
     sp.add_argument("--prompt", default="\n", help="text to continue (default: a line break)")
     sp.add_argument("--tokens", type=bounded(int, 1, MAX_GENERATE), default=200,
@@ -347,18 +352,17 @@ def add_explore_commands(add) -> None:
     sp.add_argument("--top-k", type=bounded(int, 1), default=20,
                     help="sample from the k likeliest tokens, >= 1 (default: 20)")
     sp.add_argument("--sample-seed", type=bounded(int, 0), default=0, help="seed of the sampling (default: 0)")
-    sp = add("score", cmd_score, "loss and perplexity of a sentence (per token), or of every line of --file",
-             common=RUN_FLAGS)
+    sp = add("score", cmd_score, "loss and perplexity of a sentence (per token), or of every line of --file")
     add_run_arg(sp)
     sp.add_argument("sentence", nargs="?", help="the text to score (or use --file)")
     sp.add_argument("--file", help="score every line of this file (CSV to stdout or -o)")
     sp.add_argument("--versus", metavar="SENTENCE_B", help="which of the two sentences the model prefers, by how much")
     sp.add_argument("-o", "--out", type=output_file((".csv",)), default=None, help="CSV output path for --file")
     sp = add("export", cmd_export, "a trained run as a model to hand on: safetensors weights, config, tokenizer, "
-             "model card", common=RUN_FLAGS)
+             "model card")
     add_run_arg(sp, device=False)
     sp.add_argument("dir", help="a new (or empty) folder to write the model into")
-    sp = add("attention", cmd_attention, "attention heatmap(s) for your own text", common=RUN_FLAGS)
+    sp = add("attention", cmd_attention, "attention heatmap(s) for your own text")
     add_run_arg(sp)
     sp.add_argument("--text", required=True, help="the text whose attention to draw (at most 80 tokens)")
     sp.add_argument("--layer", type=int, default=None, help="which layer, from 0 (default: the last layer)")
