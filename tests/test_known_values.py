@@ -63,8 +63,18 @@ def test_rope_rotates_tensors_whose_layout_forbids_a_complex_view():
     wide = torch.randn(3, 5, 4)[:, :3]  # rows of 4 floats, 20 apart: fine; a stride of 5 pairs is not
     even_rows_odd_offset = torch.randn(3, 10)[:, 1:5]  # strides (10, 1): only the offset forbids the view
     last_dim_strided = torch.randn(4, 3).t()  # stride 3 along the pairs
-    for x in (odd_stride, torch.randn(3, 9)[:, 1:5], wide, even_rows_odd_offset, last_dim_strided):
+    every_other = torch.randn(3, 8)[:, ::2]  # strides (8, 2): only the last dim's stride forbids the view
+    offset_three = torch.randn(3, 10)[:, 3:7]  # an odd offset that is a multiple of 3
+    rows_of_nine = torch.randn(3, 9)[:, :4]  # an odd row stride that is a multiple of 3
+    for x in (odd_stride, torch.randn(3, 9)[:, 1:5], wide, even_rows_odd_offset, last_dim_strided, every_other,
+              offset_three, rows_of_nine):
         torch.testing.assert_close(apply_rotary(x, rot), apply_rotary(x.contiguous(), rot))
+
+
+def test_rope_rotations_follow_the_device_they_are_asked_for():
+    rope = Rotary(8)
+    assert rope.rotations(4, CPU).device.type == "cpu"
+    assert rope.rotations(4, torch.device("meta")).device.type == "meta"  # not the cached CPU table
 
 
 def test_rope_needs_an_even_head_dim():
@@ -116,8 +126,19 @@ def test_t5_buckets_of_offsets_0_to_600_follow_t5s_definition():
     assert future == [32 + t5_reference_bucket(n) for n in range(1, 601)]
 
 
+def test_t5_buckets_of_a_tiny_model_whose_max_distance_is_the_exact_range():
+    """block_size 16 gives max_distance 16 = the exact range: past it the log spacing uses base 2 (never below)."""
+    assert t5_bucket(-torch.tensor([15, 16, 20, 32, 64]), 32, 16).tolist() == [15, 16, 21, 31, 31]
+
+
+def test_the_models_t5_table_has_32_buckets_each_way_read_at_root_head_dim():
+    t5 = build_position("t5", block_size=16, n_embd=32, n_head=4)
+    assert t5.bias.weight.shape == (64, 4) and t5.max_distance == 16
+    assert t5.scale == pytest.approx(8**0.5)  # head dim 32 / 4
+
+
 def test_t5_bias_reads_its_table_at_the_bucket_of_each_offset():
-    t5 = T5Bias(n_head=2, head_dim=4, num_buckets=32, max_distance=16)
+    t5 = T5Bias(n_head=2, head_dim=9, num_buckets=32, max_distance=16)
     with torch.no_grad():
         t5.bias.weight.copy_(torch.arange(128.0).view(64, 2))
     bias = t5.score_bias(3, CPU, start=5)  # queries 5, 6, 7 against keys 0 … 7
@@ -125,7 +146,7 @@ def test_t5_bias_reads_its_table_at_the_bucket_of_each_offset():
         for qi, query in enumerate(range(5, 8)):
             for key in range(8):
                 bucket = int(t5_bucket(torch.tensor(key - query), 32, 16))
-                assert bias[h, qi, key].item() == pytest.approx(t5.bias.weight[bucket, h].item() * 2.0)  # × √head_dim
+                assert bias[h, qi, key].item() == pytest.approx(t5.bias.weight[bucket, h].item() * 3.0)  # × √head_dim
 
 
 # --- ALiBi -----------------------------------------------------------------------------------------------------------
