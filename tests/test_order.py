@@ -3,6 +3,8 @@ bidirectionally cannot prefer either order."""
 
 from __future__ import annotations
 
+import math
+
 import pytest
 import torch
 
@@ -162,3 +164,99 @@ def test_a_chinese_corpus_runs_end_to_end_with_the_order_probe(tmp_path):
     out = tmp_path / "attn.png"
     assert main(["attention", "baseline", "--text", "我打你", "-o", str(out), *common[2:]]) == 0  # no --params
     assert out.stat().st_size > 0
+
+
+class Oracle(torch.nn.Module):
+    """A stand-in that knows the line: where its input holds the line's token t, it predicts the next one (logit 10);
+    at ``decoy_at`` it prefers ``decoy`` (logit 12) over the true next token. Records inputs and masks."""
+
+    def __init__(self, ids: list[int], vocab: int, decoy_at: int | None = None, decoy: int = 0) -> None:
+        super().__init__()
+        self.weight = torch.nn.Parameter(torch.zeros(1))
+        self.ids, self.vocab, self.decoy_at, self.decoy = ids, vocab, decoy_at, decoy
+        self.calls: list[tuple[torch.Tensor, torch.Tensor | None]] = []
+
+    def forward(self, x, attn_mask=None, **_):
+        self.calls.append((x.clone(), attn_mask))
+        logits = torch.zeros(*x.shape, self.vocab)
+        for r, row in enumerate(x.tolist()):
+            for t, tok in enumerate(row[: max(0, len(self.ids) - 1)]):
+                if tok == self.ids[t]:
+                    logits[r, t, self.ids[t + 1]] = 10.0
+                    if t == self.decoy_at:
+                        logits[r, t, self.decoy] = 12.0
+        return {"logits": logits}
+
+
+def test_left_to_right_recovery_rescores_the_rest_of_the_line():
+    """The left context alone prefers a decoy at the hidden position; the likelihood of the rest of the line with each
+    candidate in place picks the true token — and the true token is reported as among the candidates."""
+    ids, specials = [20, 21, 22, 23, 24, 25, 26, 27], Specials(40)
+    model = Oracle(ids, specials.model_vocab, decoy_at=2, decoy=30)  # before the token at 3
+    assert OBJECTIVES["causal"].recover(model, ids, 3, specials) == (23, True)
+
+    class PrefersLowIds(Oracle):
+        def forward(self, x, attn_mask=None, **_):
+            logits = torch.zeros(*x.shape, self.vocab)
+            logits[..., :16] = 5.0  # the 16 candidates are ids 0..15, whatever the context
+            return {"logits": logits}
+
+    elsewhere = PrefersLowIds([], specials.model_vocab)
+    assert OBJECTIVES["causal"].recover(elsewhere, [35, 36, 37, 38, 39, 35, 36, 37], 3, specials)[1] is False
+
+
+def test_each_reading_scores_log_probabilities_over_the_vocabulary():
+    """A model with uniform logits gives every scored token log(1/V), whatever the reading: the softmax runs over
+    the vocabulary, not over positions."""
+    specials = Specials(40)
+    uniform = Oracle([], specials.model_vocab)
+    expected = -math.log(specials.model_vocab)
+    for name in ("causal", "prefix", "mlm", "span"):
+        logp = OBJECTIVES[name].sequence_log_likelihood(uniform, [1, 2, 3, 4, 5], specials)
+        assert logp.tolist() == pytest.approx([expected] * (4 if name in ("causal", "prefix") else 5)), name
+
+
+def test_span_and_mlm_recovery_read_the_line_in_their_training_format():
+    ids, specials = [1, 2, 3, 4], Specials(20)
+    s0 = specials.sentinel(0)
+    model = SeesTheHiddenToken(ids, specials.model_vocab)
+    assert OBJECTIVES["span"].recover(model, ids, 2, specials) == (3, None)
+    assert model.rows.tolist() == [[1, 2, s0, 4, s0]]  # the line with a sentinel, then the sentinel again
+    from miniformer.network.objectives import prefix_mask
+
+    scorer = Oracle([], specials.model_vocab)
+    OBJECTIVES["span"].sequence_log_likelihood(scorer, ids, specials)
+    assert torch.equal(scorer.calls[-1][1], prefix_mask(torch.tensor([4]), 5))  # input read both ways
+    OBJECTIVES["mlm"].recover(scorer, ids, 1, specials)
+    assert scorer.calls[-1][0].tolist() == [[1, specials.mask_id, 3, 4]]  # same length: the token replaced
+
+
+def test_mlm_fill_in_hides_what_training_hides_and_fills_it():
+    specials = Specials(20)
+    seq = [1, 2, 3, 4, 5, 6, 7, 8, 9, 10] * 4
+
+    class Fills(torch.nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.weight = torch.nn.Parameter(torch.zeros(1))
+
+        def forward(self, x, attn_mask=None, **_):
+            logits = torch.zeros(*x.shape, specials.model_vocab)
+            for j in range(x.size(1)):
+                logits[0, j, seq[j]] = 10.0  # knows the line
+            return {"logits": logits}
+
+    masked, filled = OBJECTIVES["mlm"].fill_in(Fills(), seq, specials, torch.Generator().manual_seed(0))
+    hidden = [j for j, t in enumerate(masked) if t == specials.mask_id]
+    assert hidden and len(hidden) < len(seq) // 2  # ~15 % hidden (BERT), shown as [MASK]
+    assert filled == seq  # every hidden token filled in, every other kept
+
+
+def test_random_partitions_are_positive_and_add_up():
+    from miniformer.network.objectives import _random_partition, span_source_length
+
+    for seed in range(30):
+        parts = _random_partition(10, 4, torch.Generator().manual_seed(seed))
+        assert len(parts) == 4 and sum(parts) == 10 and min(parts) >= 1
+    assert _random_partition(5, 5, torch.Generator().manual_seed(0)) == [1, 1, 1, 1, 1]
+    assert span_source_length(3) == 2  # the smallest window: two tokens, one of them hidden
