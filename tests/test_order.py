@@ -170,15 +170,18 @@ class Oracle(torch.nn.Module):
     """A stand-in that knows the line: where its input holds the line's token t, it predicts the next one (logit 10);
     at ``decoy_at`` it prefers ``decoy`` (logit 12) over the true next token. Records inputs and masks."""
 
-    def __init__(self, ids: list[int], vocab: int, decoy_at: int | None = None, decoy: int = 0) -> None:
+    def __init__(self, ids: list[int], vocab: int, decoy_at: int | None = None, decoy: int = 0,
+                 background: float = 0.0) -> None:
         super().__init__()
         self.weight = torch.nn.Parameter(torch.zeros(1))
-        self.ids, self.vocab, self.decoy_at, self.decoy = ids, vocab, decoy_at, decoy
+        self.ids, self.vocab, self.decoy_at, self.decoy, self.background = ids, vocab, decoy_at, decoy, background
         self.calls: list[tuple[torch.Tensor, torch.Tensor | None]] = []
 
     def forward(self, x, attn_mask=None, **_):
         self.calls.append((x.clone(), attn_mask))
+        assert attn_mask is None or attn_mask.shape[-2:] == (x.size(1), x.size(1)), "mask and input disagree"
         logits = torch.zeros(*x.shape, self.vocab)
+        logits[..., :16] = self.background  # ids 0..15 fill every position's other candidates: no ties
         for r, row in enumerate(x.tolist()):
             for t, tok in enumerate(row[: max(0, len(self.ids) - 1)]):
                 if tok == self.ids[t]:
@@ -192,7 +195,7 @@ def test_left_to_right_recovery_rescores_the_rest_of_the_line():
     """The left context alone prefers a decoy at the hidden position; the likelihood of the rest of the line with each
     candidate in place picks the true token — and the true token is reported as among the candidates."""
     ids, specials = [20, 21, 22, 23, 24, 25, 26, 27], Specials(40)
-    model = Oracle(ids, specials.model_vocab, decoy_at=2, decoy=30)  # before the token at 3
+    model = Oracle(ids, specials.model_vocab, decoy_at=2, decoy=30, background=5.0)  # before the token at 3
     assert OBJECTIVES["causal"].recover(model, ids, 3, specials) == (23, True)
 
     class PrefersLowIds(Oracle):
