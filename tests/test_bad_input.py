@@ -379,6 +379,20 @@ def test_a_second_training_of_the_same_run_is_refused_while_the_first_holds_it(t
     assert run_cli(tmp_path, params, "train", "baseline", "--seed", "0") == 0  # free again
 
 
+def test_a_file_system_without_locks_still_trains_and_says_so(trained, capsys, monkeypatch):
+    import errno
+    import fcntl
+
+    tmp_path, params = trained
+
+    def no_locks(*a):
+        raise OSError(errno.ENOLCK, "No locks available")
+
+    monkeypatch.setattr(fcntl, "flock", no_locks)
+    assert run_cli(tmp_path, params, "train", "baseline", "--seed", "0", "--no-resume") == 0
+    assert "cannot lock" in capsys.readouterr().err
+
+
 def test_token_files_of_other_data_params_are_refused_before_the_checkpoint_is_touched(trained, capsys):
     tmp_path, params = trained
     ckpt = tmp_path / "results" / "runs" / "baseline" / "seed0" / "ckpt.pt"

@@ -427,6 +427,9 @@ class run_lock:  # noqa: N801 - used as a context manager, like open()
             self.file.close()
             raise UserError(f"run {self.name} is being trained by process {holder} (lock {str(self.path)!r}); wait "
                             "for it to finish or stop it, then re-run") from None
+        except OSError as e:  # a file system without locks (some NFS mounts): train, but say what is not guarded
+            print(f"note: cannot lock {self.path} ({e.strerror}); a second training of {self.name} started "
+                  "meanwhile would not be refused", file=sys.stderr)
         self.file.seek(0)
         self.file.truncate()
         self.file.write(str(os.getpid()))
@@ -435,8 +438,7 @@ class run_lock:  # noqa: N801 - used as a context manager, like open()
 
     def __exit__(self, *exc) -> None:
         self.path.unlink(missing_ok=True)  # a run folder holds only outputs once training is over
-        fcntl.flock(self.file, fcntl.LOCK_UN)
-        self.file.close()
+        self.file.close()  # closing releases the lock
 
 
 def write_log_tsv(path: Path, rows: list[dict]) -> None:
