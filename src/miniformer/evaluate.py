@@ -42,6 +42,11 @@ def load_run_model(run_dir: Path, device: torch.device) -> tuple[MiniFormer, dic
     return model.eval(), json.loads(s["config"]), s
 
 
+def training_finished(ckpt: dict, steps: int) -> bool:
+    """The checkpoint reached its last step, or recorded a divergence (a result, not an interrupted run)."""
+    return ckpt.get("divergence") not in (None, "null") or ckpt.get("step", 0) >= steps
+
+
 def check_finished_training(ckpt: dict, run: RunConfig, run_dir: Path) -> None:
     """Evaluate only a finished training of the config asked for: a half-trained checkpoint, or one of another config
     left beside old outputs, would give a plausible number with nothing to say it is wrong."""
@@ -49,8 +54,7 @@ def check_finished_training(ckpt: dict, run: RunConfig, run_dir: Path) -> None:
     if ckpt.get("fingerprint") != run.fingerprint():
         raise UserError(f"run {name}: the checkpoint in {str(run_dir)!r} was trained with another config or training "
                         f"code than params.yaml gives this run; re-train it ({command}), then evaluate")
-    diverged = ckpt.get("divergence") not in (None, "null")
-    if not diverged and ckpt.get("step", 0) < run.train.steps:
+    if not training_finished(ckpt, run.train.steps):
         raise UserError(f"run {name}: its checkpoint stopped at step {ckpt.get('step')} of {run.train.steps} "
                         f"(training did not finish); finish it ({command}), then evaluate")
 

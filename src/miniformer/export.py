@@ -79,11 +79,10 @@ Files: `{WEIGHTS}` (weights, safetensors), `{CONFIG}` (model config and training
 def export_run(run_path: Path, meta: dict, windows: dict | None, out: Path, name: str) -> Path:
     from safetensors.torch import save_model
 
-    from miniformer.evaluate import load_run_model
+    from miniformer.evaluate import load_run_model, training_finished
 
     model, config, ckpt = load_run_model(run_path, torch.device("cpu"))
-    diverged = ckpt.get("divergence") not in (None, "null")
-    if not diverged and ckpt.get("step", 0) < config["train"]["steps"]:
+    if not training_finished(ckpt, config["train"]["steps"]):
         raise UserError(f"run {name} stopped at step {ckpt.get('step')} of {config['train']['steps']}; finish its "
                         "training before exporting it")
     if meta["tokenizer_hash"] != ckpt["tokenizer_hash"]:

@@ -175,8 +175,7 @@ class Trainer:
         """Keep a checkpoint of another config under its own name (one per fingerprint, so a second change does not
         delete the first original) and remove what that training wrote beside it."""
         stale = self.ckpt_path.with_name(f"ckpt.stale-{old_fingerprint}.pt")
-        os.replace(self.ckpt_path, stale)
-        self.clear_derived()
+        os.replace(self.ckpt_path, stale)  # its derived files go with the fresh start (Trainer._fit)
         print(f"checkpoint {self.ckpt_path} is from another config or training code: moved to {stale.name} (with "
               "any set aside earlier), its step log and metrics removed; training from scratch", file=sys.stderr)
 
