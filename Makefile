@@ -62,6 +62,7 @@ mutation: venv
 	$(PY) tests/mutation.py src/miniformer/study/stats.py --min-score 0.85 -- $(STUDY_TESTS)
 	$(PY) tests/mutation.py src/miniformer/study/claims.py -- $(STUDY_TESTS)
 	$(PY) tests/mutation.py src/miniformer/study/findings.py -- $(STUDY_TESTS)
-	$(PY) tests/mutation.py src/miniformer/evaluate.py -- tests/test_known_values.py tests/test_order.py \
-	  tests/test_engine.py tests/test_fidelity.py
-	$(PY) tests/mutation.py src/miniformer/train.py --function lr_at -- tests/test_known_values.py
+	for m in losses attention order probe generations uniformity; do $(PY) tests/mutation.py \
+	  src/miniformer/evaluation/$$m.py -- tests/test_known_values.py tests/test_order.py tests/test_engine.py \
+	  tests/test_fidelity.py || exit 1; done
+	$(PY) tests/mutation.py src/miniformer/runtime/schedule.py -- tests/test_known_values.py

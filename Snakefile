@@ -8,9 +8,9 @@ import shlex
 import sys
 from pathlib import Path
 
-from miniformer.codehash import EVALUATION_CODE, TRAINING_CODE, code_hash
+from miniformer.runtime.codehash import EVALUATION_CODE, TRAINING_CODE, code_hash
 from miniformer.corpus import check_versioned, raw_data_hash
-from miniformer.crosscheck import peer_experiments
+from miniformer.stages.crosscheck import peer_experiments
 from miniformer.study.claims import check_experiments
 from miniformer.errors import UserError
 from miniformer.params import Study

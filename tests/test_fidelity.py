@@ -211,8 +211,8 @@ def test_demo_prompt_is_a_fixed_held_out_window():
 def objective_runs(tmp_path_factory):
     """A tiny study with every objective trained a few steps, and its prepared data."""
     from miniformer.params import Study
-    from miniformer.prepare import prepare
-    from miniformer.train import train
+    from miniformer.stages.prepare import prepare
+    from miniformer.stages.train import train
     from tests.conftest import make_text, tiny_params
 
     tmp = tmp_path_factory.mktemp("objectives")
@@ -251,8 +251,9 @@ def test_training_samples_are_in_each_objectives_format(objective_runs):
 
 
 def test_evaluation_probe_and_generation_use_each_objectives_format(objective_runs):
-    from miniformer.evaluate import Evaluator, load_run_model
-    from miniformer.prepare import TokenData
+    from miniformer.evaluation.subject import Subject
+    from miniformer.runtime.checkpoints import load_run_model
+    from miniformer.runtime.tokendata import TokenData
 
     study, tmp = objective_runs
     data = TokenData(tmp / "data")
@@ -262,7 +263,7 @@ def test_evaluation_probe_and_generation_use_each_objectives_format(objective_ru
         run = study.config(exp, 0)
         model, _, _ = load_run_model(tmp / "runs" / exp, torch.device("cpu"))
         recorder = Recorder(model.cfg.vocab_size)
-        ev = Evaluator.for_model(run, recorder, data)
+        ev = Subject(run, recorder, data, torch.device("cpu"))
         ev.objective.recover(ev.model, ids, 10, ev.specials)
         x, mask = recorder.calls[-1]
         mask = mask.reshape(mask.shape[-2:])  # one example: (1, T, T) or (T, T)
@@ -280,14 +281,15 @@ def test_evaluation_probe_and_generation_use_each_objectives_format(objective_ru
 
 
 def test_prefix_generations_in_evaluation_continue_a_prompt(objective_runs):
-    from miniformer.evaluate import Evaluator, load_run_model
-    from miniformer.prepare import TokenData
+    from miniformer.evaluation.generations import long_generations
+    from miniformer.evaluation.subject import Subject
+    from miniformer.runtime.checkpoints import load_run_model
+    from miniformer.runtime.tokendata import TokenData
 
     study, tmp = objective_runs
     run = study.config("obj_prefix", 0)
     model, _, _ = load_run_model(tmp / "runs" / "obj_prefix", torch.device("cpu"))
-    ev = Evaluator.for_model(run, model, TokenData(tmp / "data"))
-    gens = ev.generations()
+    gens = long_generations(Subject(run, model, TokenData(tmp / "data"), torch.device("cpu")))
     for m in run.eval.gen_multiples:
         g = gens[str(m)]
         assert g["applicable"] and len(g["prompt"]) == run.model.block_size // 2
@@ -300,12 +302,13 @@ def test_prefix_generations_in_evaluation_continue_a_prompt(objective_runs):
 @pytest.mark.slow
 def test_crosscheck_agrees_with_the_peer_on_a_small_config(tmp_path):
     """Ours and x-transformers, same tokens, batches, schedule and evaluation: pre-norm RoPE and post-norm agree."""
-    from miniformer.crosscheck import crosscheck, read_crosscheck
-    from miniformer.evaluate import evaluate
     from miniformer.params import Study
-    from miniformer.prepare import prepare
+    from miniformer.runtime.files import read_json_folder as read_crosscheck
+    from miniformer.stages.crosscheck import crosscheck
+    from miniformer.stages.evaluate import evaluate
+    from miniformer.stages.prepare import prepare
+    from miniformer.stages.train import train
     from miniformer.study.findings import Metrics, peer_comparisons
-    from miniformer.train import train
     from tests.conftest import make_text, tiny_params
 
     (tmp_path / "corpus.txt").write_text(make_text(), encoding="utf-8")
@@ -347,7 +350,7 @@ def test_crosscheck_agrees_with_the_peer_on_a_small_config(tmp_path):
 
 
 def test_generate_command_reads_a_prefix_models_prompt_bidirectionally(objective_runs, monkeypatch):
-    from miniformer import explore
+    from miniformer.stages import explore
 
     study, tmp = objective_runs
     seen = {}

@@ -11,7 +11,6 @@ import numpy as np
 import pytest
 import torch
 
-from miniformer.evaluate import Evaluator
 from miniformer.network.objectives import OBJECTIVES, Specials
 from miniformer.network.positions import (
     ALiBi,
@@ -24,8 +23,13 @@ from miniformer.network.positions import (
     t5_bucket,
 )
 from miniformer.params import Study
-from miniformer.study.aggregate import run_scalars
-from miniformer.train import attention_entropy, lr_at
+from miniformer.stages.aggregate import run_scalars
+from miniformer.evaluation.attention import head_stats
+from miniformer.evaluation.losses import length_sweep
+from miniformer.evaluation.subject import Subject
+from miniformer.evaluation.uniformity import uniformity
+from miniformer.runtime.schedule import lr_at
+from miniformer.runtime.scoring import attention_entropy
 from tests.conftest import tiny_params
 
 CPU = torch.device("cpu")
@@ -203,25 +207,25 @@ class Stub(torch.nn.Module):
         return out
 
 
-def evaluator(model: torch.nn.Module, vocab: int = 8, block: int = 8, **eval_overrides) -> Evaluator:
+def evaluator(model: torch.nn.Module, vocab: int = 8, block: int = 8, **eval_overrides) -> Subject:
     params = tiny_params("corpus.txt")
     params["model"]["block_size"] = block
     params["eval"].update(eval_overrides)
     run = Study(params).config("baseline", 0)
     data = SimpleNamespace(vocab_size=vocab, tokenizer=None,
                            splits={s: (np.arange(4000) % vocab).astype(np.uint16) for s in ("train", "val", "test")})
-    return Evaluator.for_model(run, model, data)
+    return Subject(run, model, data, torch.device("cpu"))
 
 
 def test_hidden_uniformity_is_one_for_identical_states_and_zero_for_orthogonal_ones():
     same = evaluator(Stub(hidden=lambda B, T: torch.ones(B, T, 16)))
-    assert same.uniformity() == pytest.approx(1.0)
+    assert uniformity(same).values["hidden_uniformity"] == pytest.approx(1.0)
     orthogonal = evaluator(Stub(hidden=lambda B, T: torch.eye(16)[:T].expand(B, T, 16) * 3.0))
-    assert orthogonal.uniformity() == pytest.approx(0.0, abs=1e-7)
+    assert uniformity(orthogonal).values["hidden_uniformity"] == pytest.approx(0.0, abs=1e-7)
     opposite = evaluator(Stub(hidden=lambda B, T: torch.tensor([[1.0, 0.0], [-1.0, 0.0]]).repeat(T // 2, 1)
                               .expand(B, T, 2)))
     T = 8  # alternating ±e1: of the 8·7 ordered pairs, 24 agree (+1) and 32 disagree (−1)
-    assert opposite.uniformity() == pytest.approx((24 - 32) / (T * (T - 1)))
+    assert uniformity(opposite).values["hidden_uniformity"] == pytest.approx((24 - 32) / (T * (T - 1)))
 
 
 def uniform_causal(B: int, H: int, T: int) -> torch.Tensor:
@@ -244,7 +248,7 @@ def test_head_diversity_is_zero_for_equal_heads_and_log_2_for_disjoint_ones():
         return [uniform_causal(B, 2, T), disjoint]
 
     ev = evaluator(Stub(weights=two_layers))
-    stats = ev.head_stats()
+    stats = head_stats(ev).values
     T = ev.T
     assert stats["head_diversity"] == pytest.approx((0.0 + (T - 1) / T * math.log(2)) / 2)
     assert stats["attention_entropy"] == pytest.approx([np.mean([math.log(i + 1) for i in range(T)]), 0.0])
@@ -262,7 +266,7 @@ def test_length_losses_average_each_window_and_split_off_what_lies_past_the_bloc
         return out
 
     ev = evaluator(Stub(logits=logits), vocab=vocab, block=block, length_multiples=[1, 2, 4], max_tokens=2048)
-    lengths = ev.length_sweep()
+    lengths = length_sweep(ev).values["lengths"]
     uniform = math.log(vocab)
     assert lengths["1"]["loss"] == pytest.approx(uniform) and lengths["1"]["loss_beyond_block"] is None
     assert lengths["2"]["loss"] == pytest.approx(uniform / 2) and lengths["2"]["loss_beyond_block"] == pytest.approx(0)

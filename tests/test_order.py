@@ -8,9 +8,10 @@ import math
 import pytest
 import torch
 
-from miniformer.evaluate import ORDER_TIE, Evaluator, swapped_lines
 from miniformer.network.model import MiniFormer, ModelConfig
 from miniformer.network.objectives import OBJECTIVES, Specials
+from miniformer.evaluation.order import ORDER_TIE, sequence_score, swapped_lines
+from miniformer.evaluation.subject import Subject
 from tests.conftest import require_system
 
 LINES = ["To be, or not to be, that is the question:", "我打你然后你打我", "Now is the winter of our discontent",
@@ -31,12 +32,12 @@ def test_pairs_keep_the_tokens_and_change_the_order():
     assert swapped_lines(LINES, 10) == pairs  # fixed seed: every run gets the same pairs
 
 
-def scorer(objective: str, pos: str) -> Evaluator:
+def scorer(objective: str, pos: str) -> Subject:
     torch.manual_seed(0)
     vocab = 20
     cfg = ModelConfig(vocab_size=Specials(vocab).model_vocab, block_size=16, n_layer=2, n_head=4, n_embd=32, pos=pos,
                       causal=objective == "causal")
-    ev = Evaluator.__new__(Evaluator)
+    ev = Subject.__new__(Subject)  # no run or data: sequence_score reads only these
     ev.model, ev.objective, ev.device = MiniFormer(cfg).eval(), OBJECTIVES[objective], torch.device("cpu")
     ev.specials = Specials(vocab)
     return ev
@@ -46,12 +47,12 @@ def test_a_bidirectional_mlm_without_positions_ties_exactly_and_with_positions_d
     true, swapped = [1, 2, 3, 4, 5, 6], [1, 5, 3, 4, 2, 6]
     nope = scorer("mlm", "none")
     with torch.no_grad():
-        assert abs(nope.sequence_score(true) - nope.sequence_score(swapped)) < ORDER_TIE
+        assert abs(sequence_score(nope, true) - sequence_score(nope, swapped)) < ORDER_TIE
         rope = scorer("mlm", "rope")
-        assert abs(rope.sequence_score(true) - rope.sequence_score(swapped)) > 100 * ORDER_TIE
+        assert abs(sequence_score(rope, true) - sequence_score(rope, swapped)) > 100 * ORDER_TIE
         # the causal mask alone breaks the symmetry, positions or not (Haviv 2022)
         causal = scorer("causal", "none")
-        assert abs(causal.sequence_score(true) - causal.sequence_score(swapped)) > 100 * ORDER_TIE
+        assert abs(sequence_score(causal, true) - sequence_score(causal, swapped)) > 100 * ORDER_TIE
 
 
 class SeesTheHiddenToken(torch.nn.Module):

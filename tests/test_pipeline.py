@@ -344,7 +344,7 @@ def test_model_samples_are_escaped_by_the_report_builder(smk, tmp_path):
     import shutil
 
     from miniformer.params import Study
-    from miniformer.study.report import build_report
+    from miniformer.stages.report import build_report
 
     results = tmp_path / "results"
     shutil.copytree(smk / "results", results, ignore=shutil.ignore_patterns("*.pt"))

@@ -8,7 +8,7 @@ The public API for a model handed on by `miniformer export RUN DIR`:
 
 
 def load(path):
-    """A model exported by `miniformer export` and its tokenizer (see miniformer.export.load)."""
-    from miniformer.export import load as _load
+    """A model exported by `miniformer export` and its tokenizer (see miniformer.stages.export.load)."""
+    from miniformer.stages.export import load as _load
 
     return _load(path)

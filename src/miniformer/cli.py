@@ -6,9 +6,9 @@ import argparse
 import sys
 from pathlib import Path
 
-from miniformer.devices import DEVICES
 from miniformer.errors import UserError
 from miniformer.layout import DATA_DIR, RESULTS, eval_dir, run_dir
+from miniformer.runtime.devices import DEVICES
 
 
 def _study(args):
@@ -81,7 +81,7 @@ FIGURE_SUFFIXES = (".png", ".svg", ".pdf")
 
 
 def cmd_prepare(args) -> None:
-    from miniformer.prepare import prepare
+    from miniformer.stages.prepare import prepare
 
     study = _study(args)
     if args.versioned:
@@ -96,7 +96,7 @@ def cmd_prepare(args) -> None:
 
 
 def cmd_train(args) -> None:
-    from miniformer.train import train
+    from miniformer.stages.train import train
 
     run = _study(args).config(args.experiment, args.seed)
     out = run_dir(args.results, args.experiment, args.seed)
@@ -108,7 +108,7 @@ def cmd_train(args) -> None:
 
 
 def cmd_evaluate(args) -> None:
-    from miniformer.evaluate import evaluate
+    from miniformer.stages.evaluate import evaluate
 
     run = _study(args).config(args.experiment, args.seed)
     out = eval_dir(args.results, args.experiment, args.seed)
@@ -137,20 +137,20 @@ def cmd_run_experiment(args) -> None:
 
 
 def cmd_aggregate(args) -> None:
-    from miniformer.study.aggregate import aggregate
+    from miniformer.stages.aggregate import aggregate
 
     aggregate(_study(args), Path(args.results))
 
 
 def cmd_report(args) -> None:
-    from miniformer.study.report import build_report
+    from miniformer.stages.report import build_report
 
     path = build_report(_study(args), Path(args.results), Path(args.out), Path(args.data))
     print(f"report written to {path}")
 
 
 def cmd_crosscheck(args) -> None:
-    from miniformer.crosscheck import crosscheck
+    from miniformer.stages.crosscheck import crosscheck
 
     out = Path(args.results) / "crosscheck"
     _writable(out)
@@ -159,21 +159,21 @@ def cmd_crosscheck(args) -> None:
 
 
 def cmd_runs(args) -> None:
-    from miniformer.explore import list_runs
+    from miniformer.stages.explore import list_runs
 
     for line in list_runs(Path(args.results)):
         print(line)
 
 
 def cmd_generate(args) -> None:
-    from miniformer import explore
+    from miniformer.stages import explore
 
     run = explore.load(args.run, Path(args.results), args.seed, Path(args.data), args.device)
     print(explore.generate(run, args.prompt, args.tokens, args.temperature, args.top_k, args.sample_seed))
 
 
 def cmd_score(args) -> None:
-    from miniformer import explore
+    from miniformer.stages import explore
 
     run = explore.load(args.run, Path(args.results), args.seed, Path(args.data), args.device)
     if args.file:
@@ -198,10 +198,10 @@ def cmd_score(args) -> None:
 
 
 def cmd_export(args) -> None:
-    from miniformer import explore
-    from miniformer.export import export_run
-    from miniformer.files import read_json
     from miniformer.layout import run_name, seed_of
+    from miniformer.runtime.files import read_json
+    from miniformer.stages import explore
+    from miniformer.stages.export import export_run
 
     results = Path(args.results)
     path = explore.resolve_run(args.run, results, args.seed)
@@ -215,7 +215,7 @@ def cmd_export(args) -> None:
 
 
 def cmd_attention(args) -> None:
-    from miniformer import explore
+    from miniformer.stages import explore
 
     run = explore.load(args.run, Path(args.results), args.seed, Path(args.data), args.device)
     out = args.out or Path("attention.html" if args.html else "attention.png")
@@ -228,7 +228,7 @@ def cmd_attention(args) -> None:
 def cmd_dvc_record(args) -> None:
     import yaml
 
-    from miniformer.dvc_record import record
+    from miniformer.stages.dvc_record import record
 
     declared = (yaml.safe_load(Path(args.params).read_text()) or {}).get("profile", "default")
     if args.profile and args.profile != declared:
@@ -244,7 +244,7 @@ def cmd_dvc_record(args) -> None:
 
 
 def cmd_settle_times(args) -> None:
-    from miniformer.dagtimes import settle
+    from miniformer.stages.dagtimes import settle
 
     n = settle(Path("."))
     print(f"stamped {n} files in DAG order (data, runs, evaluations, aggregates, report): Snakemake now agrees "

@@ -14,9 +14,9 @@ import unicodedata
 from dataclasses import dataclass
 from pathlib import Path
 
-from miniformer.codehash import files_digest
 from miniformer.errors import UserError
 from miniformer.layout import RAW_DIR
+from miniformer.runtime.codehash import files_digest
 
 SPEAKER = re.compile(r"^\*\*(?P<name>[^*]+)\*\*\s*$")
 STAGE_DIRECTION = re.compile(r"^_.*_$")

@@ -45,3 +45,6 @@ def run_name(results: Path, folder: Path) -> str:
 
 def seed_of(folder: Path) -> int:
     return int(Path(folder).name.removeprefix("seed"))
+
+# What a missing or unreadable result file asks the user to do.
+STAGES_FIRST = "run its train/evaluate stage first (snakemake or dvc repro)"

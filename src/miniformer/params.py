@@ -19,11 +19,11 @@ from typing import Any
 
 import yaml
 
-from miniformer.codehash import TRAINING_CODE, code_hash
-from miniformer.devices import DEVICES
 from miniformer.errors import UserError
 from miniformer.network.model import ModelConfig
 from miniformer.network.objectives import OBJECTIVES
+from miniformer.runtime.codehash import TRAINING_CODE, code_hash
+from miniformer.runtime.devices import DEVICES
 from miniformer.tokenizer import TOKENIZERS
 
 PROFILES = ("smoke", "default", "gpu")
@@ -86,7 +86,7 @@ class EvalConfig:
 
 
 SECTIONS: dict[str, type] = {"data": DataConfig, "model": ModelConfig, "train": TrainConfig, "eval": EvalConfig}
-EXPERIMENT_KEYS = {"group", "hypothesis", "all_seeds", "sweep", *SECTIONS}
+EXPERIMENT_KEYS = {"group", "hypothesis", "all_seeds", "peer", "sweep", *SECTIONS}
 PROFILE_KEYS = {"seeds_per_experiment", *SECTIONS}
 TOP_KEYS = {"profile", "seeds", "experiments", "profiles", "findings", *SECTIONS}
 SWEEP_SECTIONS = ("model", "train", "eval")  # data is shared by every run: one tokenization
@@ -271,6 +271,7 @@ class Study:
             _check_keys(exp, EXPERIMENT_KEYS, f"experiments.{name}.")
             _check_value(exp.get("hypothesis", ""), str, f"experiments.{name}.hypothesis")
             _check_value(exp.get("all_seeds", False), bool, f"experiments.{name}.all_seeds")
+            _check_value(exp.get("peer", False), bool, f"experiments.{name}.peer")
             if not isinstance(exp.get("group"), str) or exp.get("group") not in GROUPS:
                 raise UserError(
                     f"params: experiments.{name}.group = {_short(exp.get('group'))}; choose one of {', '.join(GROUPS)}"

@@ -155,17 +155,13 @@ class MiniFormer(nn.Module):
         vaswani (Vaswani et al. 2017, tensor2tensor): Xavier-uniform matrices, embeddings N(0, 1/C) scaled by √C. In a
         post-norm block the stream is re-normalised to unit scale after every sub-layer, so a branch initialised at
         std 0.02 adds ~2 % to it: the network starts as the identity, and with tied weights each character predicts
-        itself; post-norm with gpt2 init sits at the unigram loss (the block_post_norm_gpt2_init experiment).
+        itself, and post-norm with gpt2 init sits at the unigram loss.
         """
         cfg = self.cfg
         embed_std = 0.02 if cfg.init == "gpt2" else 1.0  # what one coordinate of an input embedding starts at
         for name, p in self.named_parameters():
-            if name == "position.scale":  # sinusoidal: Vaswani add the table raw; under gpt2 its entries (RMS 1/√2)
-                nn.init.constant_(p, 1.0 if cfg.init == "vaswani" else 0.02 * 2**0.5)  # start at the tokens' scale
-            elif name == "position.bias.weight":  # T5: every offset equal at the start (see T5Bias)
-                nn.init.zeros_(p)
-            elif name.startswith("position."):  # learned positions beside the tokens
-                nn.init.normal_(p, std=embed_std)
+            if name.startswith("position."):  # each method initialises its own (same order: same random draws)
+                self.position.init_parameter(name.removeprefix("position."), p, cfg.init, embed_std)
             elif p.dim() < 2:
                 continue  # norms and biases: ones and zeros (torch's defaults)
             elif name == "wte.weight":

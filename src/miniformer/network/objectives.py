@@ -212,6 +212,10 @@ class Objective:
     name: ClassVar[str]
     left_to_right: ClassVar[bool]  # trained to predict the next token: it generates, and scores a text left to right
     scoring: ClassVar[str]  # how sequence_log_likelihood reads a text, in words
+    # trains under the model's own default mask (causal unless the no-mask breakage turns it off), not one it supplies
+    uses_model_mask: ClassVar[bool] = False
+    # a window shuffled with its masks keeps inputs and targets apart (false for span: sentinels would cross over)
+    shuffle_keeps_targets: ClassVar[bool] = True
 
     def window_length(self, block_size: int) -> int:
         """How many raw tokens one example consumes so the model input is at most block_size long."""
@@ -286,6 +290,7 @@ class _LeftToRight(Objective):
 
 class CausalLM(_LeftToRight):
     name = "causal"
+    uses_model_mask = True
 
     def batch(self, tokens: Tensor, specials: Specials, g: torch.Generator) -> Batch:
         return causal_batch(tokens)
@@ -362,6 +367,7 @@ class MaskedLM(Objective):
 
 class SpanCorruption(Objective):
     name = "span"
+    shuffle_keeps_targets = False
     left_to_right = False
     scoring = "pseudo-log-likelihood"
     hidden_as = "one sentinel per span"

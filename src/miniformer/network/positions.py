@@ -8,17 +8,28 @@ with positions it never saw in training.
 from __future__ import annotations
 
 import math
+from typing import ClassVar
 
 import torch
 from torch import Tensor, nn
 
-POSITION_METHODS = ("learned", "sinusoidal", "rope", "alibi", "t5", "none")
-
 
 class PositionMethod(nn.Module):
-    """Interface: a method overrides the hooks it uses; the defaults are 'does nothing'."""
+    """Interface: a method overrides the hooks it uses; the defaults are 'does nothing'. Each method says what it does
+    past block_size, and owns the init of its own parameters (MiniFormer.init_weights hands them over)."""
 
-    past_block_size: str = ""
+    name: ClassVar[str]
+    past_block_size: ClassVar[str] = ""
+    # Why a longer input has no defined output (None: any length is defined); evaluation and explore ask this.
+    undefined_past_block: ClassVar[str | None] = None
+
+    @classmethod
+    def build(cls, block_size: int, n_embd: int, n_head: int) -> PositionMethod:
+        return cls()
+
+    def init_parameter(self, name: str, p: nn.Parameter, init: str, embed_std: float) -> None:
+        """Initialise this method's parameter ``name``; embed_std is what one token-embedding coordinate starts at."""
+        nn.init.normal_(p, std=embed_std)
 
     # Every hook covers the T positions start, …, start+T-1: start > 0 when earlier positions sit in a KV cache.
 
@@ -36,11 +47,18 @@ class PositionMethod(nn.Module):
 
 
 class NoPosition(PositionMethod):
+    name = "none"
     past_block_size = "nothing to extrapolate: the model never sees an index; order only comes through the causal mask"
 
 
 class LearnedAbsolute(PositionMethod):
+    name = "learned"
     past_block_size = "undefined: there is no trained vector for index >= block_size, so it raises rather than clamps"
+    undefined_past_block = "learned absolute positions have no vector past block_size"
+
+    @classmethod
+    def build(cls, block_size: int, n_embd: int, n_head: int) -> PositionMethod:
+        return cls(block_size, n_embd)
 
     def __init__(self, block_size: int, n_embd: int) -> None:
         super().__init__()
@@ -71,10 +89,19 @@ class Sinusoidal(PositionMethod):
 
     The table's entries are O(1). Under Vaswani's init the token embeddings are scaled to the same O(1) and the table
     is added raw (scale 1); under GPT-2's init tokens start at std 0.02 and a raw table drowns them, so the scalar
-    starts where the table's entries have the tokens' scale (MiniFormer.init_weights sets it).
+    starts where the table's entries have the tokens' scale (init_parameter).
     """
 
+    name = "sinusoidal"
     past_block_size = "defined by formula for any index, but the network never saw those vectors (Press 2022: explodes)"
+
+    @classmethod
+    def build(cls, block_size: int, n_embd: int, n_head: int) -> PositionMethod:
+        return cls(n_embd)
+
+    def init_parameter(self, name: str, p: nn.Parameter, init: str, embed_std: float) -> None:
+        """Vaswani add the table raw; under gpt2 its entries (RMS 1/√2) start at the tokens' scale."""
+        nn.init.constant_(p, 1.0 if init == "vaswani" else 0.02 * 2**0.5)
 
     def __init__(self, n_embd: int) -> None:
         super().__init__()
@@ -92,7 +119,12 @@ class Rotary(PositionMethod):
     rotation is one complex multiply by e^{i p θ_i} (θ_i = base^(-2i/D)).
     """
 
+    name = "rope"
     past_block_size = "defined for any index; unseen rotation angles degrade quality gradually (Press 2022)"
+
+    @classmethod
+    def build(cls, block_size: int, n_embd: int, n_head: int) -> PositionMethod:
+        return cls(n_embd // n_head, n_head)
 
     def __init__(self, head_dim: int, n_head: int = 1, base: float = 10000.0) -> None:
         super().__init__()
@@ -163,7 +195,12 @@ def alibi_slopes(n_head: int) -> Tensor:
 
 
 class ALiBi(PositionMethod):
+    name = "alibi"
     past_block_size = "defined for any offset; a linear distance penalty the model trained with (Press 2022: flat)"
+
+    @classmethod
+    def build(cls, block_size: int, n_embd: int, n_head: int) -> PositionMethod:
+        return cls(n_head)
 
     def __init__(self, n_head: int) -> None:
         super().__init__()
@@ -200,10 +237,19 @@ class T5Bias(PositionMethod):
     The table is read times √head_dim, as x-transformers does. Under Adam a parameter moves about lr per step whatever
     its gradient, so a bias read at scale 1 spans only ~lr·steps nats over a run: too little to learn locality in a
     short run (read at scale 1, T5 trains clearly worse than at √head_dim in the default profile). The table starts
-    at zero (MiniFormer.init_weights): every offset equal, as T5's own near-zero init has it.
+    at zero (init_parameter): every offset equal, as T5's own near-zero init has it.
     """
 
+    name = "t5"
     past_block_size = "defined for any offset; offsets past max_distance share the last bucket, so it stays bounded"
+
+    @classmethod
+    def build(cls, block_size: int, n_embd: int, n_head: int) -> PositionMethod:
+        return cls(n_head, n_embd // n_head, max_distance=block_size)
+
+    def init_parameter(self, name: str, p: nn.Parameter, init: str, embed_std: float) -> None:
+        """Every offset equal at the start, as T5's own near-zero init has it."""
+        nn.init.zeros_(p)
 
     def __init__(self, n_head: int, head_dim: int, num_buckets: int = 32, max_distance: int = 128) -> None:
         super().__init__()
@@ -217,18 +263,14 @@ class T5Bias(PositionMethod):
         return (self.bias(buckets) * self.scale).permute(2, 0, 1)  # (T, T, H) -> (H, T, T)
 
 
+POSITIONS: dict[str, type[PositionMethod]] = {
+    m.name: m for m in (LearnedAbsolute, Sinusoidal, Rotary, ALiBi, T5Bias, NoPosition)
+}
+POSITION_METHODS = tuple(POSITIONS)
+
+
 def build_position(method: str, block_size: int, n_embd: int, n_head: int) -> PositionMethod:
-    """Factory keyed by the config's ``pos`` value."""
-    if method == "learned":
-        return LearnedAbsolute(block_size, n_embd)
-    if method == "sinusoidal":
-        return Sinusoidal(n_embd)
-    if method == "rope":
-        return Rotary(n_embd // n_head, n_head)
-    if method == "alibi":
-        return ALiBi(n_head)
-    if method == "t5":
-        return T5Bias(n_head, n_embd // n_head, max_distance=block_size)
-    if method == "none":
-        return NoPosition()
-    raise ValueError(f"unknown position method pos={method!r}; choose one of {', '.join(POSITION_METHODS)}")
+    """The method the config's ``pos`` value names."""
+    if method not in POSITIONS:
+        raise ValueError(f"unknown position method pos={method!r}; choose one of {', '.join(POSITION_METHODS)}")
+    return POSITIONS[method].build(block_size, n_embd, n_head)

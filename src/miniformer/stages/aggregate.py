@@ -9,13 +9,11 @@ from pathlib import Path
 
 import pandas as pd
 
-from miniformer import files
 from miniformer.errors import UserError
-from miniformer.files import atomic_write_text, write_json
-from miniformer.layout import eval_dir, run_dir, seed_folder
+from miniformer.layout import STAGES_FIRST, eval_dir, run_dir, seed_folder
 from miniformer.params import Study
-
-STAGES_FIRST = "run its train/evaluate stage first (snakemake or dvc repro)"
+from miniformer.runtime import files
+from miniformer.runtime.files import atomic_write_text, write_json
 
 
 def read_json(path: Path, remedy: str = STAGES_FIRST) -> dict:

@@ -15,9 +15,9 @@ from pathlib import Path
 import torch
 
 from miniformer.errors import UserError
-from miniformer.files import atomic_write_text
 from miniformer.network.flops import count_params
 from miniformer.network.model import MiniFormer, ModelConfig
+from miniformer.runtime.files import atomic_write_text
 from miniformer.tokenizer import tokenizer_from_json
 
 WEIGHTS, CONFIG, TOKENIZER, CARD = "model.safetensors", "config.json", "tokenizer.json", "README.md"
@@ -79,7 +79,7 @@ Files: `{WEIGHTS}` (weights, safetensors), `{CONFIG}` (model config and training
 def export_run(run_path: Path, meta: dict, windows: dict | None, out: Path, name: str) -> Path:
     from safetensors.torch import save_model
 
-    from miniformer.evaluate import load_run_model, training_finished
+    from miniformer.runtime.checkpoints import load_run_model, training_finished
 
     model, config, ckpt = load_run_model(run_path, torch.device("cpu"))
     if not training_finished(ckpt, config["train"]["steps"]):

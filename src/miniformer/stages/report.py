@@ -14,13 +14,12 @@ import torch
 from jinja2 import Environment, PackageLoader, select_autoescape
 from markupsafe import Markup
 
-from miniformer.crosscheck import read_crosscheck
-from miniformer.files import atomic_write_text, write_json
-from miniformer.layout import DATA_DIR, eval_dir, run_dir, seed_folder
+from miniformer.layout import DATA_DIR, STAGES_FIRST, eval_dir, run_dir, seed_folder
 from miniformer.network.objectives import PROBE_CANDIDATES
 from miniformer.params import RunConfig, Study
+from miniformer.runtime import files
+from miniformer.runtime.files import atomic_write_text, read_json_folder, write_json
 from miniformer.study import figures, hovermap
-from miniformer.study.aggregate import read_json
 from miniformer.study.bibliography import REFERENCES
 from miniformer.study.claims import check_experiments, claims
 from miniformer.study.findings import (
@@ -32,6 +31,10 @@ from miniformer.study.findings import (
     breakages,
     peer_comparisons,
 )
+
+
+def read_json(path: Path, remedy: str = STAGES_FIRST) -> dict:
+    return files.read_json(path, remedy)
 
 
 class RunFiles:
@@ -76,7 +79,7 @@ def group_of(study: Study, group: str) -> list[str]:
 
 def unigram_loss(data_dir: Path) -> float | None:
     """Cross-entropy of the val split under the train split's token frequencies (add-one): the no-context floor."""
-    from miniformer.prepare import TokenData
+    from miniformer.runtime.tokendata import TokenData
 
     try:
         data = TokenData(data_dir)
@@ -213,7 +216,7 @@ def objectives_section(r: ReportInputs) -> dict:
 def fidelity_section(r: ReportInputs) -> dict:
     """The peer implementation's numbers beside ours, when `miniformer crosscheck` has run."""
     m = r.m
-    peer = {e: v for e, v in read_crosscheck(r.results / "crosscheck").items() if m.has(e)}
+    peer = {e: v for e, v in read_json_folder(r.results / "crosscheck").items() if m.has(e)}
     return {"crosscheck": peer_comparisons(m, peer, {e: seed_folder(r.files.seed(e)) for e in peer}),
             "peer_version": next(iter(peer.values()), {}).get("peer_version"),
             "init_pair": {e: m.mean(e, "val_loss") for e in ("block_post_norm", "block_post_norm_gpt2_init", "baseline",
@@ -268,7 +271,7 @@ def build_report(study: Study, results: Path, out: Path, data_dir: Path = DATA_D
     context.update(statistics_section(r, found))
     hypotheses = {e: spec.get("hypothesis", "") for e, spec in study.experiments.items()}
     groups = {e: spec["group"] for e, spec in study.experiments.items()}
-    templates = PackageLoader("miniformer.study", "templates")
+    templates = PackageLoader("miniformer.stages", "templates")
     env = Environment(loader=templates, autoescape=select_autoescape(["html", "j2"]))
     html = env.get_template("report.html.j2").render(
         **context,

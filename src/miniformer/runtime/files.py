@@ -78,3 +78,8 @@ def read_json(path: Path, remedy: str) -> Any:
 
 def atomic_torch_save(obj: Any, path: Path) -> None:
     _atomic(path, lambda f: torch.save(obj, f))
+
+
+def read_json_folder(folder: Path) -> dict:
+    """Every ``*.json`` file in ``folder`` by its stem (empty when the folder does not exist)."""
+    return {p.stem: json.loads(p.read_text(encoding="utf-8")) for p in sorted(Path(folder).glob("*.json"))}

@@ -11,10 +11,11 @@ import functools
 import hashlib
 from pathlib import Path
 
-PACKAGE_DIR = Path(__file__).resolve().parent
+PACKAGE_DIR = Path(__file__).resolve().parent.parent  # the miniformer package
 # Package-relative paths; a folder stands for every .py file under it.
-TRAINING_CODE = ("network", "scoring.py", "train.py")
-EVALUATION_CODE = ("evaluate.py",)
+TRAINING_CODE = ("network", "runtime/batches.py", "runtime/optim.py", "runtime/schedule.py", "runtime/scoring.py",
+                 "training", "stages/train.py")
+EVALUATION_CODE = ("evaluation", "stages/evaluate.py")
 
 
 def source_files(entries: tuple[str, ...]) -> list[Path]:

@@ -12,8 +12,6 @@ token embeddings). Where ours differs from the first but not from the second, th
 
 from __future__ import annotations
 
-import json
-import math
 import sys
 import time
 from dataclasses import dataclass
@@ -23,25 +21,14 @@ import torch
 from torch import Tensor, nn
 
 from miniformer.errors import UserError
-from miniformer.evaluate import Evaluator
-from miniformer.files import write_json
+from miniformer.evaluation.losses import length_sweep, split_loss
+from miniformer.evaluation.subject import Subject
 from miniformer.params import RunConfig, Study
-from miniformer.prepare import TokenData
-from miniformer.train import lr_at, sample_windows
-
-# The variants the peer has a documented switch for (peer_spec translates each); objectives and the attention
-# breakages (no scale, no mask, Q/K swap, averaged heads) have no peer equivalent.
-PEER_VARIANTS = (
-    "baseline",
-    "pos_learned",
-    "pos_sinusoidal",
-    "pos_alibi",
-    "pos_t5",
-    "pos_none",
-    "block_post_norm",
-    "block_rmsnorm",
-    "block_no_residual",
-)
+from miniformer.runtime.batches import sample_windows
+from miniformer.runtime.files import write_json
+from miniformer.runtime.optim import make_optimizer, set_lr, update
+from miniformer.runtime.schedule import lr_at
+from miniformer.runtime.tokendata import TokenData
 
 
 @dataclass
@@ -144,33 +131,20 @@ def vaswani_init_(model: PeerLM) -> None:
 
 
 def train_peer(run: RunConfig, data: TokenData, init: str = "own") -> tuple[PeerLM, list[dict]]:
-    """Our schedule on the peer: same seed, batches, LR curve, AdamW groups (decay on matrices only), clipping."""
+    """Our schedule on the peer: same seed, batches, LR curve, optimizer and update step (runtime/optim.py)."""
     t = run.train
     torch.manual_seed(run.seed)
     model = PeerLM(peer_spec(run), data.vocab_size)
     if init == "vaswani":
         vaswani_init_(model)
-    decay = [p for p in model.parameters() if p.dim() >= 2]
-    no_decay = [p for p in model.parameters() if p.dim() < 2]
-    opt = torch.optim.AdamW(
-        [{"params": decay, "weight_decay": t.weight_decay}, {"params": no_decay, "weight_decay": 0.0}],
-        lr=t.lr,
-        betas=(t.beta1, t.beta2),
-    )
+    opt = make_optimizer(model, t, torch.device("cpu"))
     g = torch.Generator().manual_seed(run.seed)
     rows = []
     model.train()
     for step in range(t.steps):
-        for group in opt.param_groups:
-            group["lr"] = lr_at(step, t)
+        set_lr(opt, lr_at(step, t))
         tokens = sample_windows(data.splits["train"], run.model.block_size + 1, t.batch_size, g)
-        loss = model(tokens[:, :-1], tokens[:, 1:])["loss"]
-        opt.zero_grad(set_to_none=True)
-        loss.backward()
-        torch.nn.utils.clip_grad_norm_(model.parameters(), t.grad_clip)
-        loss_value = loss.item()
-        if math.isfinite(loss_value):
-            opt.step()
+        loss_value, _ = update(model, opt, model(tokens[:, :-1], tokens[:, 1:])["loss"], t.grad_clip)
         if (step + 1) % t.log_every == 0 or step + 1 == t.steps:
             rows.append({"step": step + 1, "train_loss": loss_value})
     return model.eval(), rows
@@ -192,10 +166,10 @@ def crosscheck_one(run: RunConfig, data_dir: Path, inits: tuple[str, ...] = PEER
     for init in inits:
         started = time.perf_counter()
         model, rows = train_peer(run, data, init)
-        ev = Evaluator.for_model(run, model, data)
-        lengths = ev.length_sweep()
+        subject = Subject(run, model, data, torch.device("cpu"))
+        lengths = length_sweep(subject).values["lengths"]
         result["inits"][init] = {
-            "val_loss": ev.split_loss("val"),
+            "val_loss": split_loss(subject, "val")[0],
             "loss_at": {m: v["loss"] for m, v in lengths.items() if v.get("applicable")},
             "train_log": rows,
             "seconds": time.perf_counter() - started,
@@ -227,10 +201,6 @@ def crosscheck(study: Study, data_dir: Path, out_dir: Path, experiments: list[st
 
 
 def peer_experiments(study: Study) -> list[str]:
-    """The study's experiments the peer has an equivalent of."""
-    return [e for e in PEER_VARIANTS if e in study.experiments]
-
-
-def read_crosscheck(folder: Path) -> dict:
-    """Every variant's peer numbers found in ``folder`` (empty when the cross-check has not run)."""
-    return {p.stem: json.loads(p.read_text(encoding="utf-8")) for p in sorted(Path(folder).glob("*.json"))}
+    """The study's experiments marked ``peer: true`` in params.yaml: those the peer has a documented switch for
+    (peer_spec translates each; objectives and the attention breakages have no peer equivalent)."""
+    return [e for e, exp in study.experiments.items() if exp.get("peer")]

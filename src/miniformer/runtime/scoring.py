@@ -62,3 +62,8 @@ def window_losses(
 
 def mean_loss(sums: np.ndarray, counts: np.ndarray) -> float:
     return float(sums.sum() / max(int(counts.sum()), 1))
+
+
+def attention_entropy(weights: list[Tensor]) -> list[float]:
+    """Mean entropy (nats) of each layer's attention distributions, over heads, queries and the batch."""
+    return [float(-(w * w.clamp_min(1e-12).log()).sum(-1).mean()) for w in weights]

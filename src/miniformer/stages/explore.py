@@ -12,10 +12,13 @@ from pathlib import Path
 import torch
 
 from miniformer.errors import UserError
-from miniformer.evaluate import load_run_model
 from miniformer.layout import DATA_DIR, eval_dir, run_name, seed_of, trained_runs
 from miniformer.network.model import MiniFormer
 from miniformer.network.objectives import Objective, Specials, objective_named
+from miniformer.network.positions import POSITIONS
+from miniformer.runtime.checkpoints import load_run_model
+from miniformer.runtime.devices import pick_device
+from miniformer.runtime.tokendata import check_same_tokenizer
 from miniformer.tokenizer import tokenizer_from_json
 
 
@@ -82,19 +85,13 @@ def resolve_run(spec: str, results: Path, seed: int | None) -> Path:
 
 def load(spec: str, results: Path, seed: int | None = None, data_dir: Path | None = None,
          device: str = "cpu") -> LoadedRun:
-    from miniformer.devices import pick_device
-
     path = resolve_run(spec, results, seed)
     model, config, ckpt = load_run_model(path, pick_device(device))
     meta_path = Path(data_dir or DATA_DIR) / "meta.json"
     if not meta_path.exists():
         raise UserError(f"no tokenizer at {str(meta_path)!r}; run `miniformer prepare` (or pass --data)")
     meta = json.loads(meta_path.read_text(encoding="utf-8"))
-    if meta["tokenizer_hash"] != ckpt["tokenizer_hash"]:
-        raise UserError(
-            f"run {str(path)!r} was trained with another tokenizer than {str(meta_path)!r}; "
-            "point --data at the data it was trained on"
-        )
+    check_same_tokenizer(ckpt, meta, str(path), str(meta_path), "point --data at the data it was trained on")
     tok = tokenizer_from_json(meta["tokenizer_json"])
     return LoadedRun(path, model, config, tok, Specials(tok.vocab_size))
 
@@ -124,7 +121,7 @@ def generate(run: LoadedRun, prompt: str, tokens: int, temperature: float, top_k
         raise UserError(f"{run.path} is a {run.objective.name} model: it does not generate left to right; use `score`")
     ids = encode_reporting(run, prompt or "\n")
     T = run.model.cfg.block_size
-    if run.model.cfg.pos == "learned" and len(ids) + tokens > T:
+    if POSITIONS[run.model.cfg.pos].undefined_past_block and len(ids) + tokens > T:
         raise UserError(
             f"learned absolute positions stop at block_size={T}: prompt + --tokens must be <= {T} "
             f"(got {len(ids) + tokens}); rope/alibi/t5/sinusoidal/none runs can go further"
@@ -204,7 +201,7 @@ def attention_figure(run: LoadedRun, text: str, layer: int | None, head: int | N
     check_length(run, text, MAX_ATTENTION_TOKENS, "--text")
     ids = encode_reporting(run, text)
     cfg = run.model.cfg
-    if cfg.pos == "learned" and len(ids) > cfg.block_size:
+    if POSITIONS[cfg.pos].undefined_past_block and len(ids) > cfg.block_size:
         raise UserError(f"learned absolute positions stop at block_size={cfg.block_size}; use a shorter text")
     mask = run.objective.reading_mask(len(ids))
     device = next(run.model.parameters()).device
@@ -221,7 +218,7 @@ def attention_figure(run: LoadedRun, text: str, layer: int | None, head: int | N
         raise UserError(f"--head {head} out of range: layer {L} has {H} heads (0..{H - 1})")
     heads = range(H) if all_heads else [h]
     if Path(out).suffix == ".html":  # hoverable: query, key and weight in each cell's title
-        from miniformer.files import atomic_write_text
+        from miniformer.runtime.files import atomic_write_text
         from miniformer.study.hovermap import attention_page
 
         maps = [(f"layer {L}, head {k}", weights[L][0, k].tolist()) for k in heads]

@@ -14,12 +14,10 @@ import numpy as np
 
 from miniformer.corpus import check_long_enough, load_corpus
 from miniformer.errors import UserError
-from miniformer.files import atomic_write_bytes
 from miniformer.params import DataConfig, validate_data
-from miniformer.tokenizer import CharTokenizer, tokenizer_from_json, train_tokenizer
-
-SPLITS = ("train", "val", "test")
-
+from miniformer.runtime.files import atomic_write_bytes
+from miniformer.runtime.tokendata import SPLITS
+from miniformer.tokenizer import CharTokenizer, train_tokenizer
 
 MAX_VOCAB = 65535  # token files are uint16
 
@@ -86,27 +84,3 @@ def swap_in(out_dir: Path, files: dict[str, bytes]) -> None:
     finally:
         shutil.rmtree(new, ignore_errors=True)
         shutil.rmtree(old, ignore_errors=True)
-
-
-class TokenData:
-    """Read side: memory-mapped token files and the tokenizer."""
-
-    def __init__(self, data_dir: Path) -> None:
-        meta_path = Path(data_dir) / "meta.json"
-        if not meta_path.exists():
-            raise UserError(f"no prepared data at {str(data_dir)!r}; run `miniformer prepare` first")
-        self.meta = json.loads(meta_path.read_text(encoding="utf-8"))
-        self.tokenizer = tokenizer_from_json(self.meta["tokenizer_json"])
-        self.splits = {n: np.memmap(Path(data_dir) / f"{n}.bin", dtype=np.uint16, mode="r") for n in SPLITS}
-
-    def check_made_from(self, data: DataConfig, data_dir: Path) -> None:
-        """Refuse token files prepared from other data params than the run asks for (before a checkpoint is touched)."""
-        made_from = self.meta.get("params")
-        if made_from is not None and made_from != asdict(data):
-            changed = sorted(k for k in set(made_from) | set(asdict(data)) if made_from.get(k) != asdict(data).get(k))
-            raise UserError(f"{str(data_dir)!r} was prepared with other data params ({', '.join(changed)}) than "
-                            "params.yaml gives; run `miniformer prepare` first")
-
-    @property
-    def vocab_size(self) -> int:
-        return int(self.meta["vocab_size"])

@@ -1,0 +1,116 @@
+"""Does the model use word order? Loss with the context shuffled, and minimal pairs ("我打你" vs "你打我")."""
+
+from __future__ import annotations
+
+import random
+import re
+
+import numpy as np
+import torch
+import torch.nn.functional as F
+from torch import Tensor
+
+from miniformer.evaluation.subject import Measured, Subject
+from miniformer.network.attention import make_causal_mask
+from miniformer.network.objectives import IGNORE
+from miniformer.runtime.scoring import windows
+
+ORDER_TIE = 1e-4  # nats: minimal-pair scores closer than this are a tie (float summation order, not a preference)
+
+
+@torch.no_grad()
+def order_sensitivity(s: Subject) -> Measured:
+    """Loss with the context shuffled minus loss with it intact.
+
+    Left-to-right objectives: the first 3/4 of each window is shuffled and the loss is taken on the last quarter.
+    MLM / span: the whole window is shuffled (masks move with their tokens) and the loss on masked tokens compared.
+    """
+    tokens = windows(s.data.splits["val"], s.objective.window_length(s.T))[: s.run.eval.order_windows]
+    rng = torch.Generator().manual_seed(0)
+    shuffled = tokens.clone()
+    if s.objective.left_to_right:
+        cut = 3 * s.T // 4
+        for row in shuffled:
+            row[:cut] = row[:cut][torch.randperm(cut, generator=rng)]
+        intact, broken = tail_loss(s, tokens, cut), tail_loss(s, shuffled, cut)
+    else:
+        perm = torch.randperm(tokens.size(1), generator=rng)
+        intact, broken = masked_loss(s, tokens, None), masked_loss(s, tokens, perm)
+    return Measured({"order_sensitivity": {"intact": intact, "shuffled": broken, "delta": broken - intact}})
+
+
+def tail_loss(s: Subject, tokens: Tensor, cut: int) -> float:
+    x, y = tokens[:, :-1].to(s.device), tokens[:, 1:].to(s.device)
+    logits = s.model(x, attn_mask=make_causal_mask(x.size(1), s.device))["logits"]
+    return float(F.cross_entropy(logits[:, cut:].flatten(0, 1), y[:, cut:].flatten()))
+
+
+def masked_loss(s: Subject, tokens: Tensor, perm: Tensor | None) -> float:
+    if perm is not None and not s.objective.shuffle_keeps_targets:
+        return float("nan")  # not defined: shuffling would move sentinels between input and targets (-> null)
+    b = s.objective.batch(tokens, s.specials, torch.Generator().manual_seed(0))
+    x, y, mask = b.x, b.y, b.mask
+    if perm is not None:
+        x, y = x[:, perm], y[:, perm]
+    logits = s.model(x.to(s.device), attn_mask=None if mask is None else mask.to(s.device))["logits"]
+    return float(F.cross_entropy(logits.flatten(0, 1), y.to(s.device).flatten(), ignore_index=IGNORE))
+
+
+def swapped_lines(lines: list[str], count: int, seed: int = 0) -> list[tuple[str, str]]:
+    """(line, the line with two different words swapped in place) for up to ``count`` lines; a line with fewer than
+    three words (a text without spaces) swaps two different characters instead. Whitespace stays where it was."""
+    rng = random.Random(seed)
+    order = list(range(len(lines)))
+    rng.shuffle(order)
+    pairs = []
+    for k in order:
+        line = lines[k]
+        parts = re.split(r"(\s+)", line.strip())
+        units = parts[::2] if len(parts[::2]) >= 3 else list(line.strip())
+        joiner = parts[1::2] if len(parts[::2]) >= 3 else [""] * (len(units) - 1)
+        candidates = [(i, j) for i in range(len(units)) for j in range(i + 1, len(units)) if units[i] != units[j]]
+        if not candidates:
+            continue
+        i, j = candidates[rng.randrange(len(candidates))]
+        units[i], units[j] = units[j], units[i]
+        swapped = units[0] + "".join(sep + u for sep, u in zip(joiner, units[1:]))
+        pairs.append((line.strip(), swapped))
+        if len(pairs) == count:
+            break
+    return pairs
+
+
+def pair_ids(s: Subject, text: str) -> list[int]:
+    """A minimal pair's side as ids; [] when it cannot be read whole (dropped characters, past the block, tiny)."""
+    ids, dropped = s.tok.encode_lossy(text)
+    return [] if dropped or len(ids) > s.T or len(ids) < 4 else ids
+
+
+def order_pairs(s: Subject) -> list[tuple[list[int], list[int]]]:
+    """Minimal pairs from held-out test lines: the line, and the line with two of its words swapped in place (two
+    characters, for a text written without spaces). Same tokens, different order; fixed seed, same for every run."""
+    return [(pair_ids(s, a), pair_ids(s, b)) for a, b in swapped_lines(s.test_lines(), s.run.eval.order_pairs)
+            if pair_ids(s, a) and pair_ids(s, b)]
+
+
+def sequence_score(s: Subject, ids: list[int]) -> float:
+    """Log-likelihood of a token sequence in the objective's own reading (see minimal_pairs)."""
+    return float(s.objective.sequence_log_likelihood(s.model, ids, s.specials).sum())
+
+
+@torch.no_grad()
+def minimal_pairs(s: Subject) -> Measured:
+    """How often the model scores the true order above the swapped one (ties count half): sequence log-likelihood
+    for left-to-right objectives, pseudo-log-likelihood (each token hidden in turn, as in training) for MLM and
+    span. Scores within ORDER_TIE nats are a tie: a bidirectional model without positions gives both orders the
+    same score exactly, up to float summation order."""
+    outcomes = []
+    for true, swapped in order_pairs(s):
+        a, b = sequence_score(s, true), sequence_score(s, swapped)
+        outcomes.append(0.5 if abs(a - b) < ORDER_TIE else float(a > b))
+    return Measured({"minimal_pairs": {
+        "pairs": len(outcomes),
+        "true_order_preferred": float(np.mean(outcomes)) if outcomes else None,
+        "ties": int(sum(o == 0.5 for o in outcomes)),
+        "scoring": s.objective.scoring,
+    }}, {"pairs": outcomes})

@@ -1,0 +1,48 @@
+"""What every probe reads: the model under test, its run config, its data, and the held-out lines probes share."""
+
+from __future__ import annotations
+
+import functools
+from dataclasses import dataclass, field
+
+import torch
+
+from miniformer.network.objectives import Objective, Specials, objective_named
+from miniformer.params import RunConfig
+from miniformer.runtime.tokendata import TokenData
+
+
+@dataclass
+class Measured:
+    """A probe's result: values for eval.json, per-item samples for windows.json, files of its own (name -> JSON)."""
+
+    values: dict
+    samples: dict = field(default_factory=dict)
+    files: dict = field(default_factory=dict)
+
+
+class Subject:
+    """A model to probe: ours from a checkpoint, or the cross-check's peer in memory (the same code scores both)."""
+
+    def __init__(self, run: RunConfig, model: torch.nn.Module, data: TokenData, device: torch.device) -> None:
+        self.run, self.model, self.data, self.device = run, model, data, device
+        self.specials = Specials(data.vocab_size)
+        self.objective: Objective = objective_named(run.train.objective)
+        self.T = run.model.block_size
+        self.tok = data.tokenizer
+
+    @functools.cached_property
+    def held_out_lines(self) -> list[str]:
+        """Lines of the test split the probes read: verse, not speaker names (which end with ':'), at least
+        min(20, block_size/2) characters."""
+        text = self.tok.decode(self.data.splits["test"].tolist())
+        shortest = min(20, self.T // 2)
+        return [ln for ln in text.split("\n") if len(ln) >= shortest and not ln.endswith(":")]
+
+    def test_lines(self) -> list[str]:
+        """Held-out lines that fit the block; if too few do (a tiny model), longer lines cut to the block follow."""
+        lines = self.held_out_lines
+        whole = [ln for ln in lines if len(ln) <= self.T]
+        if len(whole) >= self.run.eval.order_pairs:
+            return whole
+        return whole + [ln[: self.T] for ln in lines if len(ln) > self.T]

@@ -1,0 +1,51 @@
+"""Stage `evaluate`: every probe (evaluation/probes.py) on one finished training, written to eval.json, windows.json
+(per-item samples, for the report's intervals) and the probes' own files (attention.json, generations.json)."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import torch
+
+from miniformer.evaluation.probes import PROBES
+from miniformer.evaluation.subject import Subject
+from miniformer.params import RunConfig
+from miniformer.runtime.checkpoints import check_finished_training, load_run_model
+from miniformer.runtime.devices import pick_device
+from miniformer.runtime.files import write_json
+from miniformer.runtime.memory import check_fits, evaluation_bytes
+from miniformer.runtime.tokendata import TokenData, check_same_tokenizer
+
+
+def load_subject(run: RunConfig, run_dir: Path, data_dir: Path) -> tuple[Subject, dict]:
+    """The trained model of a finished run, on the data it was trained on, and its checkpoint."""
+    torch.set_num_threads(run.train.threads)
+    device = pick_device(run.train.device)
+    data = TokenData(data_dir)
+    check_fits(evaluation_bytes(run.model, run.eval.length_multiples, 0), device,
+               f"evaluating {run.experiment}/seed{run.seed}", "lower eval.length_multiples or model.block_size")
+    model, _, ckpt = load_run_model(run_dir, device)
+    check_finished_training(ckpt, run, run_dir)
+    check_same_tokenizer(ckpt, data.meta, str(run_dir), str(data_dir), "re-train it after `miniformer prepare`")
+    return Subject(run, model, data, device), ckpt
+
+
+def evaluate(run: RunConfig, run_dir: Path, out_dir: Path, data_dir: Path) -> dict:
+    subject, ckpt = load_subject(run, run_dir, data_dir)
+    result = {
+        "fingerprint": ckpt.get("fingerprint"),  # the training evaluated (aggregate checks it)
+        "objective": subject.objective.name,
+        "diverged": bool(ckpt.get("divergence")) and json.loads(ckpt["divergence"]) is not None,
+    }
+    samples, files = {}, {}
+    for probe in PROBES:
+        measured = probe(subject)
+        result.update(measured.values)
+        samples.update(measured.samples)
+        files.update(measured.files)
+    for name, content in files.items():
+        write_json(Path(out_dir) / name, content)
+    write_json(Path(out_dir) / "windows.json", samples)
+    write_json(Path(out_dir) / "eval.json", result)  # last: its presence marks a complete evaluation
+    return result

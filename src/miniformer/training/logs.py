@@ -1,0 +1,79 @@
+"""What a training shows and keeps of its progress: the step log (TSV and DVCLive), the progress bar, peak memory."""
+
+from __future__ import annotations
+
+import csv
+import math
+import resource
+import shutil
+from io import StringIO
+from pathlib import Path
+
+import torch
+
+from miniformer.runtime.files import atomic_write_text
+
+LOG_FIELDS = ["step", "train_loss", "val_loss", "lr", "grad_norm", "tokens_per_s", "peak_mem_mb"]
+
+
+def peak_memory_mb(device: torch.device) -> float:
+    if device.type == "cuda":
+        return torch.cuda.max_memory_allocated() / 2**20
+    if device.type == "mps":
+        return torch.mps.driver_allocated_memory() / 2**20
+    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024  # Linux reports KiB
+
+
+def write_log_tsv(path: Path, rows: list[dict]) -> None:
+    fields = LOG_FIELDS + sorted({k for r in rows for k in r if k.startswith("entropy_")})
+    buf = StringIO()
+    w = csv.DictWriter(buf, fieldnames=fields, delimiter="\t", lineterminator="\n")
+    w.writeheader()
+    for r in rows:
+        w.writerow({k: (f"{v:.6g}" if isinstance(v, float) else v) for k, v in r.items()})
+    atomic_write_text(path, buf.getvalue())
+
+
+class DvcLiveMirror:
+    """The step log mirrored into DVCLive. Rebuilt from the checkpoint's rows on resume, so a killed-and-resumed run
+    has exactly one entry per logged step (DVCLive's own resume would keep rows logged after the last checkpoint)."""
+
+    def __init__(self, folder: Path, rows: list[dict]) -> None:
+        self.live = None
+        try:
+            from dvclive import Live
+        except ImportError:  # the engine works without it; the pipeline installs it
+            return
+        shutil.rmtree(folder, ignore_errors=True)
+        self.live = Live(dir=str(folder), dvcyaml=None, save_dvc_exp=False, report=None)
+        # Live opens the DVC repo (and through it git pack files) only to name the experiment. Closed now, not by the
+        # garbage collector at interpreter exit, where dulwich's __del__ fails with "sys.meta_path is None" noise
+        # after every crash.
+        repo = getattr(self.live, "_dvc_repo", None)
+        if repo is not None:
+            repo.close()
+        for row in rows:
+            self.log(row)
+
+    def log(self, row: dict) -> None:
+        if self.live is None:
+            return
+        self.live.step = row["step"]
+        for k, v in row.items():
+            if k != "step" and v is not None and math.isfinite(v):
+                self.live.log_metric(k, v)
+        self.live.make_summary()
+
+
+class _NoBar:
+    def update(self, n: int) -> None: ...
+    def set_postfix_str(self, s: str) -> None: ...
+    def close(self) -> None: ...
+
+
+def make_bar(total: int, initial: int, enabled: bool, desc: str):
+    if enabled:
+        from tqdm import tqdm
+
+        return tqdm(total=total, initial=initial, desc=desc, dynamic_ncols=True)
+    return _NoBar()
