@@ -1,80 +1,25 @@
 # miniformer study DAG: prepare -> train (experiment x seed) -> evaluate -> aggregate -> report.
-# Experiments, seeds and profiles come from params.yaml through the same validated loader the CLI and DVC use.
-#   snakemake --cores 4 all                      # the profile named in params.yaml (default)
+# Experiments, seeds and study profiles come from params.yaml through the same validated loader the CLI and DVC use.
+#   snakemake --cores 4 all                      # the study profile named in params.yaml (default)
 #   snakemake --cores 4 all --config profile=smoke
-import json
-import os
-import shlex
-import sys
-from pathlib import Path
-
-from miniformer.runtime.codehash import EVALUATION_CODE, TRAINING_CODE, code_hash
-from miniformer.corpus import check_versioned, raw_data_hash
-from miniformer.stages.crosscheck import peer_experiments
-from miniformer.study.claims import check_experiments
-from miniformer.errors import UserError
-from miniformer.params import Study
+# Rules live in workflow/rules/, one file per stage, over common.smk (the study, signatures, the command prefix).
 
 configfile: "params.yaml"
 
-PROFILE = config.get("profile", "default")
-try:
-    STUDY = Study.load("params.yaml", PROFILE)
-    check_experiments(STUDY.experiments)  # a claim's experiment renamed away fails here, before anything trains
-    check_versioned(STUDY.section("data")["corpus"])
-except UserError as error:  # bad params are one line, as from the CLI, not a stack of Snakefile frames
-    print(f"miniformer: error: {error}", file=sys.stderr)
-    raise SystemExit(2) from None
-RUNS = STUDY.runs()
-MF = f"{shlex.quote(sys.executable)} -m miniformer"  # the interpreter running Snakemake has the package
-PROF = f"--profile {PROFILE}"
-RAN = "results/logs/ran-stages.txt"  # DVC stages whose Snakemake jobs ran (see onsuccess)
+
+include: "workflow/rules/common.smk"
 
 
-def write_signature(path, content):
-    """Write a config signature file only when its content changes, so its mtime marks the last real change.
-
-    Snakemake re-runs a job whose input is newer than its outputs; these files turn "this experiment's params changed"
-    into exactly that, for one experiment at a time. (Snakemake's own params trigger ignores callable params.)
-    A signature seen for the first time gets the oldest possible mtime: "no known change", so outputs that already exist
-    (say, from `dvc repro`) are not retrained just because Snakemake has not seen this study before.
-    """
-    path = Path(path)
-    first_time = not path.exists()
-    if not first_time and path.read_text() == content:
-        return
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_suffix(".tmp")
-    tmp.write_text(content)
-    if first_time:
-        os.utime(tmp, (0, 0))
-    os.replace(tmp, path)
-
-
-# A run's signature is its config plus the hash of the training code (model, positions, objectives, trainer): editing
-# that code re-runs every training job, as DVC's deps do. Evaluation code has its own signature, read by `evaluate`.
-SIGNATURES = "results/signatures"
-# The data signature: the data params and the files under data/raw (the corpus, when it is a file; DVC's `data/raw` dep).
-write_signature(f"{SIGNATURES}/data.json", json.dumps({**STUDY.section("data"), "raw_files": raw_data_hash()},
-                                                      sort_keys=True, indent=1))
-_TRAINING_CODE = code_hash(TRAINING_CODE)
-for _exp, _seed in RUNS:
-    write_signature(f"{SIGNATURES}/{_exp}/seed{_seed}.json",
-                    json.dumps({**STUDY.config(_exp, _seed).to_dict(), "training_code": _TRAINING_CODE},
-                               sort_keys=True, indent=1))
-# What aggregate and report read from params besides the runs' files: the run list (experiments, seeds, profiles: DVC's
-# params for both stages) and the verdict rule. Any edit there re-runs both, under either tool.
-write_signature(f"{SIGNATURES}/study.json", json.dumps(
-    {k: STUDY.raw.get(k) for k in ("experiments", "seeds", "profile", "profiles")}, sort_keys=True, default=str))
-write_signature(f"{SIGNATURES}/findings.json", json.dumps(STUDY.raw.get("findings") or {}, sort_keys=True))
-write_signature(f"{SIGNATURES}/evaluation-code.json", json.dumps({"evaluation_code": code_hash(EVALUATION_CODE)}))
-
-
-# The default target lives here, not in an included file: Snakemake does not take an included rule as the default.
 rule all:
+    default_target: True
     input:
         "report/report.html",
         "results/metrics.json",
 
 
-include: "workflow/rules/study.smk"
+include: "workflow/rules/prepare.smk"
+include: "workflow/rules/train.smk"
+include: "workflow/rules/evaluate.smk"
+include: "workflow/rules/aggregate.smk"
+include: "workflow/rules/crosscheck.smk"
+include: "workflow/rules/report.smk"

@@ -79,7 +79,7 @@ def tiny_params(corpus: Path, **overrides) -> dict:
         "seeds": [0, 1],
         "profiles": {},
         "experiments": {
-            "baseline": {"group": "baseline", "hypothesis": "reference"},
+            "baseline": {"group": "reference", "hypothesis": "reference"},
             "pos_learned": {"group": "position", "model": {"pos": "learned"}},
             "obj_mlm": {"group": "objective", "train": {"objective": "mlm"}},
         },

@@ -55,7 +55,7 @@ CASES = [
         lambda p: edit(edit(p, "data.tokenizer", "bpe"), "data.vocab_size", 70000),
         "data.vocab_size = 70000",
     ),
-    ("no baseline", lambda p: p["experiments"].pop("baseline") and p, "must contain 'baseline'"),
+    ("no reference", lambda p: p["experiments"].pop("baseline") and p, "exactly one experiment must have group"),
     ("bad group", lambda p: edit(p, "experiments.pos_learned.group", "misc"), "group = 'misc'"),
     ("no samples", lambda p: edit(p, "train.sample_every", 0), "train.sample_every = 0 must be > 0"),
     ("no val batches", lambda p: edit(p, "train.val_batches", 0), "train.val_batches = 0 must be > 0"),
@@ -136,7 +136,7 @@ def test_an_alias_bomb_is_refused_at_load_without_expanding(tmp_path, corpus, ca
     assert main(["list", "--params", str(tmp_path / "params.yaml")]) == 2
     assert "expands to more than 100000 values" in capsys.readouterr().err
     with pytest.raises(UserError, match="expands to more than"):  # the same check for params built in code
-        Study({**tiny_params(corpus), "experiments": {"baseline": {"group": "baseline",
+        Study({**tiny_params(corpus), "experiments": {"baseline": {"group": "reference",
                                                                    "hypothesis": yaml.safe_load(bomb)["i"]}}})
 
 

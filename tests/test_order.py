@@ -8,10 +8,10 @@ import math
 import pytest
 import torch
 
-from miniformer.network.model import MiniFormer, ModelConfig
-from miniformer.network.objectives import OBJECTIVES, Specials
 from miniformer.evaluation.order import ORDER_TIE, sequence_score, swapped_lines
 from miniformer.evaluation.subject import Subject
+from miniformer.network.model import MiniFormer, ModelConfig
+from miniformer.network.objectives import OBJECTIVES, Specials
 from tests.conftest import require_system
 
 LINES = ["To be, or not to be, that is the question:", "我打你然后你打我", "Now is the winter of our discontent",

@@ -1,5 +1,6 @@
-"""The codebase's shape, checked like lint: short functions, no module named like the standard library, no pointers to
-files a user of the project does not have."""
+"""The codebase's shape, checked like lint: stages side by side over one runtime core, short functions and classes,
+experiment names only in the claims table, a report template that only prints, no module named like the standard
+library, no pointers to files a user of the project does not have."""
 
 from __future__ import annotations
 
@@ -12,7 +13,12 @@ import pytest
 
 ROOT = Path(__file__).resolve().parents[1]
 SOURCES = sorted((ROOT / "src" / "miniformer").rglob("*.py"))
-MAX_FUNCTION_LINES = 80
+MAX_FUNCTION_LINES = 60
+MAX_CLASS_LINES = 150
+PACKAGE = ROOT / "src" / "miniformer"
+STAGES = PACKAGE / "stages"
+CLAIMS_TABLE = (PACKAGE / "study" / "claims.py", PACKAGE / "study" / "roles.py")
+TEMPLATES = sorted((STAGES / "templates").glob("*.j2"))
 
 
 def functions(path: Path) -> list[tuple[str, int]]:
@@ -21,12 +27,124 @@ def functions(path: Path) -> list[tuple[str, int]]:
             if isinstance(n, ast.FunctionDef | ast.AsyncFunctionDef)]
 
 
+def classes(path: Path) -> list[tuple[str, int]]:
+    tree = ast.parse(path.read_text(encoding="utf-8"))
+    return [(n.name, n.end_lineno - n.lineno + 1) for n in ast.walk(tree) if isinstance(n, ast.ClassDef)]
+
+
+def imported_modules(source: str) -> set[str]:
+    """Every module an import statement names, with ``from a import b`` also as a.b (b may be a module)."""
+    out: set[str] = set()
+    for n in ast.walk(ast.parse(source)):
+        if isinstance(n, ast.Import):
+            out |= {a.name for a in n.names}
+        elif isinstance(n, ast.ImportFrom) and n.module:
+            out |= {n.module, *(f"{n.module}.{a.name}" for a in n.names)}
+    return out
+
+
+def stage_imports(path: Path, stages: set[str]) -> set[str]:
+    """The stage modules (miniformer.stages.<name>) that the module at ``path`` imports, itself excluded."""
+    own = f"miniformer.stages.{path.stem}"
+    named = {".".join(m.split(".")[:3]) for m in imported_modules(path.read_text(encoding="utf-8"))
+             if m.startswith("miniformer.stages.")}
+    return {m for m in named if m.split(".")[2] in stages and m != own}
+
+
+def experiment_literals(source: str, names: set[str]) -> list[tuple[int, str]]:
+    """String constants that are an experiment's name or a path under one ("baseline", "baseline/seed0")."""
+    return sorted((n.lineno, n.value) for n in ast.walk(ast.parse(source))
+                  if isinstance(n, ast.Constant) and isinstance(n.value, str)
+                  and (n.value in names or n.value.split("/")[0] in names and "/" in n.value))
+
+
+def template_names(text: str, names: set[str]) -> list[str]:
+    """Experiments a template names: quoted, or as an attribute (init_pair.block_post_norm)."""
+    return sorted(e for e in names if re.search(rf"""['"]{e}['"]|\.{e}\b""", text))
+
+
+def experiment_names() -> set[str]:
+    import yaml
+
+    return set(yaml.safe_load((ROOT / "params.yaml").read_text(encoding="utf-8"))["experiments"])
+
+
+def template_calls(text: str) -> list[str]:
+    """What a Jinja template calls (a method or function): the template must only print prepared values."""
+    from jinja2 import Environment, nodes
+
+    calls = Environment().parse(text).find_all(nodes.Call)
+    return [f"line {c.lineno}: {getattr(c.node, 'attr', None) or getattr(c.node, 'name', '?')}()" for c in calls]
+
+
+def test_no_stage_module_imports_another_stage_module():
+    """Each stage stands on the runtime core, the network, training, evaluation and the study library — never on a
+    sibling stage; and nothing below the stages imports one (the CLI dispatches to them, miniformer.load is export's)."""
+    stages = {p.stem for p in STAGES.glob("*.py")} - {"__init__"}
+    sideways = {f"{p.name} imports {sorted(stage_imports(p, stages))}" for p in STAGES.glob("*.py")
+                if stage_imports(p, stages)}
+    assert not sideways, f"stage modules importing each other: {sideways}; move the shared part to runtime/"
+    entry_points = {PACKAGE / "cli.py", PACKAGE / "__init__.py"}
+    below = {str(p.relative_to(PACKAGE)) for p in SOURCES if STAGES not in p.parents and p not in entry_points
+             and stage_imports(p, stages)}
+    assert not below, f"modules under the stages importing one: {sorted(below)}"
+
+
+def test_the_stage_import_check_can_fail(tmp_path):
+    (tmp_path / "report.py").write_text("from miniformer.stages.crosscheck import read_crosscheck\n"
+                                        "from miniformer.stages import train\nfrom miniformer.runtime import files\n")
+    assert stage_imports(tmp_path / "report.py", {"crosscheck", "train", "report"}) == {
+        "miniformer.stages.crosscheck", "miniformer.stages.train"}
+
+
+@pytest.mark.parametrize("path", SOURCES, ids=lambda p: str(p.relative_to(ROOT / "src")))
+def test_no_class_is_longer_than_150_lines(path):
+    """A class that does many things is split by concern (as Trainer and the evaluation probes were)."""
+    long = [f"{name} ({n} lines)" for name, n in classes(path) if n > MAX_CLASS_LINES]
+    assert not long, f"{path.name}: {', '.join(long)}; split it (limit {MAX_CLASS_LINES} lines)"
+
+
+def test_the_class_length_check_can_fail(tmp_path):
+    body = "\n".join(f"    x{i} = {i}" for i in range(MAX_CLASS_LINES))
+    (tmp_path / "big.py").write_text(f"class Big:\n{body}\n")
+    assert classes(tmp_path / "big.py") == [("Big", MAX_CLASS_LINES + 1)]
+
+
+def test_experiment_names_live_in_params_and_the_claims_table_only():
+    """params.yaml says "add an experiment, no code changes": code outside the claims table gets runs by role
+    (study/roles.py) or by group, so renaming an experiment is an edit in params.yaml and the claims table."""
+    names = experiment_names()
+    hits = [f"{p.relative_to(PACKAGE)}:{line} {value!r}" for p in SOURCES if p not in CLAIMS_TABLE
+            for line, value in experiment_literals(p.read_text(encoding="utf-8"), names)]
+    hits += [f"{t.name}: {e}" for t in TEMPLATES for e in template_names(t.read_text(encoding="utf-8"), names)]
+    assert not hits, f"experiment names outside the claims table: {hits}"
+
+
+def test_the_experiment_name_check_can_fail():
+    names = {"baseline", "pos_t5"}
+    assert experiment_literals('x = m.get("baseline")\ny = "pos_t5/seed0"\nz = "the baseline run"', names) == [
+        (1, "baseline"), (2, "pos_t5/seed0")]
+    assert template_names("{{ m.mean('pos_t5', 'x') }} {{ pair.baseline }}", names) == ["baseline", "pos_t5"]
+    assert template_names("the baseline's val loss", names) == []  # prose is not a name
+
+
+@pytest.mark.parametrize("path", TEMPLATES, ids=lambda p: p.name)
+def test_the_report_template_calls_nothing(path):
+    """The report computes; the template prints (findings and report.py prepare every value it shows)."""
+    assert not template_calls(path.read_text(encoding="utf-8"))
+
+
+def test_the_template_call_check_can_fail():
+    assert template_calls("{{ m.mean('a', 'b') or 0 }}{% for k, v in d.items() %}{% endfor %}{{ x|round(2) }}") == [
+        "line 1: mean()", "line 1: items()"]
+
+
 def test_sources_are_found():
     assert len(SOURCES) > 20 and (ROOT / "src" / "miniformer" / "network" / "model.py") in SOURCES
 
 
 @pytest.mark.parametrize("path", SOURCES, ids=lambda p: str(p.relative_to(ROOT / "src")))
-def test_no_function_is_longer_than_80_lines(path):
+def test_no_function_is_longer_than_60_lines(path):
     """A function a reader cannot see whole on one screen is split into named steps."""
     long = [f"{name} ({n} lines)" for name, n in functions(path) if n > MAX_FUNCTION_LINES]
     assert not long, f"{path.name}: {', '.join(long)}; split it (limit {MAX_FUNCTION_LINES} lines)"

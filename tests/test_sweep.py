@@ -33,7 +33,7 @@ def test_sweep_expands_into_points_beside_the_experiment(corpus):
             continue
         cfg = study.config(run, study.seeds[0])
         assert (cfg.train.lr, cfg.train.min_lr) == (lr, min_lr)  # zipped, not crossed
-        assert cfg.model == study.config("baseline", 0).model and cfg.group == "baseline"
+        assert cfg.model == study.config("baseline", 0).model and cfg.group == "reference"
         assert study.seeds_for(run) == study.seeds[:1] and study.parent(run) == "baseline"
     runs = study.runs()
     assert [r for r in runs if r[0].startswith("baseline/")] == [(p, study.seeds[0]) for p in expected]
@@ -71,7 +71,7 @@ def test_run_experiment_trains_and_evaluates_every_point(tmp_path, corpus, monke
     from miniformer.cli import main
 
     params = tiny_params(corpus)
-    params["experiments"] = {"baseline": {"group": "baseline", "sweep": {"train.lr": [0.004]}}}
+    params["experiments"] = {"baseline": {"group": "reference", "sweep": {"train.lr": [0.004]}}}
     params["seeds"] = [0]
     (tmp_path / "params.yaml").write_text(yaml.safe_dump(params))
     common = ["--params", str(tmp_path / "params.yaml"), "--results", str(tmp_path / "results"),

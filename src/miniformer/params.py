@@ -27,7 +27,8 @@ from miniformer.runtime.devices import DEVICES
 from miniformer.tokenizer import TOKENIZERS
 
 PROFILES = ("smoke", "default", "gpu")
-GROUPS = ("baseline", "position", "attention", "heads", "block", "objective")
+GROUPS = ("reference", "position", "attention", "heads", "block", "objective")
+REFERENCE_GROUP = "reference"  # exactly one experiment: every seed runs it, and its seed spread is the noise floor
 
 # The config sections' defaults are the shipped study's baseline, so a config built in code is the study's baseline.
 # params.yaml writes the same values out for its readers and is where a study changes them; a test keeps the shipped
@@ -250,37 +251,20 @@ class Study:
             raise UserError(f"params: unknown profile {_short(self.profile)}; choose one of {', '.join(PROFILES)}")
         for section in SECTIONS:
             _check_section(section, raw.get(section, {}), "")
-        profiles = raw.get("profiles", {})
-        _check_keys(profiles, set(PROFILES), "profiles.")
-        for name, prof in profiles.items():
-            _check_keys(prof, PROFILE_KEYS, f"profiles.{name}.")
-            for section in SECTIONS:
-                _check_section(section, prof.get(section, {}), f"profiles.{name}.")
-            per = prof.get("seeds_per_experiment", 1)
-            if type(per) is not int or per < 1:
-                raise UserError(f"params: profiles.{name}.seeds_per_experiment = {_short(per)} must be an integer >= 1")
+        _check_profiles(raw.get("profiles", {}))
         self.seeds: list[int] = raw.get("seeds", [0, 1, 2])
         _check_seeds(self.seeds)
         self.experiments: dict[str, dict] = raw.get("experiments") or {}
-        if "baseline" not in self.experiments:
-            raise UserError("params: experiments must contain 'baseline' (the noise floor every verdict uses)")
         for name, exp in self.experiments.items():
-            if not isinstance(name, str) or not EXPERIMENT_NAME.fullmatch(name):
-                raise UserError(f"params: experiment name {name!r} may use only letters, digits and '_' (it names "
-                                "folders under results/ and Snakemake/DVC jobs)")
-            _check_keys(exp, EXPERIMENT_KEYS, f"experiments.{name}.")
-            _check_value(exp.get("hypothesis", ""), str, f"experiments.{name}.hypothesis")
-            _check_value(exp.get("all_seeds", False), bool, f"experiments.{name}.all_seeds")
-            _check_value(exp.get("peer", False), bool, f"experiments.{name}.peer")
-            if not isinstance(exp.get("group"), str) or exp.get("group") not in GROUPS:
-                raise UserError(
-                    f"params: experiments.{name}.group = {_short(exp.get('group'))}; choose one of {', '.join(GROUPS)}"
-                )
-            for section in SECTIONS:
-                _check_section(section, exp.get(section, {}), f"experiments.{name}.")
+            _check_experiment(name, exp)
+        references = [e for e, exp in self.experiments.items() if exp.get("group") == REFERENCE_GROUP]
+        if len(references) != 1:
+            raise UserError(f"params: exactly one experiment must have group: {REFERENCE_GROUP} (the run every verdict "
+                            f"compares against, whose seed spread is the noise floor); found {len(references)}")
+        self.reference: str = references[0]
         self.points: dict[str, tuple[str, dict]] = {}  # "experiment/key=value" -> (experiment, overrides)
         for name, exp in self.experiments.items():
-            self.points.update(self._expand_sweep(name, exp.get("sweep")))
+            self.points.update(expand_sweep(name, exp.get("sweep"), self.section))
         findings = raw.get("findings") or {}
         _check_fields(FindingsConfig, findings, "findings.")
         self.findings = FindingsConfig(**findings)
@@ -299,50 +283,6 @@ class Study:
         except yaml.YAMLError as e:
             raise UserError(f"params file {str(p)!r} is not valid YAML: {str(e).splitlines()[0]}") from None
         return cls(raw, profile)
-
-    def _expand_sweep(self, name: str, sweep: Any) -> dict[str, tuple[str, dict]]:
-        """``sweep: {train.lr: [a, b, c], train.min_lr: [...]}``: one run per position of the (zipped) lists.
-
-        A point is named after the first key, ``<experiment>/lr=<value>``; the point equal to the experiment itself
-        is the experiment's own run, not a second one. Points run the experiment's first seed.
-        """
-        if sweep is None:
-            return {}
-        where = f"experiments.{name}.sweep"
-        if not isinstance(sweep, dict) or not sweep:
-            raise UserError(f"params: {where} must map 'section.key' to a list of values, e.g. {{train.lr: [1e-3]}}")
-        lengths = set()
-        for key, values in sweep.items():
-            section, _, leaf = str(key).partition(".")
-            if section not in SWEEP_SECTIONS or not leaf:
-                raise UserError(f"params: {where}: key {key!r} must be 'section.key' with section one of "
-                                f"{', '.join(SWEEP_SECTIONS)} (e.g. train.lr)")
-            if not isinstance(values, list) or not values:
-                raise UserError(f"params: {where}.{key} must be a non-empty list of values")
-            for v in values:
-                _check_section(section, {leaf: v}, f"{where}.")
-                if isinstance(v, list | dict) or not SWEEP_VALUE.fullmatch(str(v)) or set(str(v)) == {"."}:
-                    raise UserError(f"params: {where}.{key}: value {_short(v)} cannot name a run folder "
-                                    f"(<experiment>/{leaf}=<value>); sweep numbers, booleans or words of letters, "
-                                    "digits, '_', '.', '+', '-'")
-            lengths.add(len(values))
-        if len(lengths) > 1:
-            raise UserError(f"params: {where}: every list must have the same length (they are zipped), got "
-                            f"{', '.join(f'{k}: {len(v)}' for k, v in sweep.items())}")
-        first = next(iter(sweep))
-        points = {}
-        for i in range(lengths.pop()):
-            overrides: dict[str, dict] = {}
-            for key, values in sweep.items():
-                section, _, leaf = key.partition(".")
-                overrides.setdefault(section, {})[leaf] = values[i]
-            if all(self.section(sec, name).get(k) == v for sec, kv in overrides.items() for k, v in kv.items()):
-                continue  # the experiment's own setting
-            label = f"{name}/{first.partition('.')[2]}={sweep[first][i]}"
-            if label in points:
-                raise UserError(f"params: {where}: two points are both named {label!r}; make {first}'s values unique")
-            points[label] = (name, overrides)
-        return points
 
     def names(self) -> list[str]:
         """Every experiment, each followed by its sweep points."""
@@ -364,12 +304,12 @@ class Study:
         return self.raw.get("profiles", {}).get(self.profile, {})
 
     def seeds_for(self, experiment: str) -> list[int]:
-        """The baseline (and experiments marked all_seeds) run every seed; the rest run as many as the profile says;
+        """The reference (and experiments marked all_seeds) run every seed; the rest run as many as the profile says;
         a sweep point runs its experiment's first seed."""
         if experiment in self.points:
             return self.seeds_for(self.points[experiment][0])[:1]
         exp = self.experiments[experiment]
-        if experiment == "baseline" or exp.get("all_seeds"):
+        if experiment == self.reference or exp.get("all_seeds"):
             return list(self.seeds)
         n = self._profile_overrides().get("seeds_per_experiment", 1)
         return list(self.seeds[: max(1, n)])
@@ -408,6 +348,80 @@ class Study:
         return RunConfig(
             experiment, exp["group"], exp.get("hypothesis", ""), seed, self.data_config(), model, train, evalc
         )
+
+
+def expand_sweep(name: str, sweep: Any, section_of) -> dict[str, tuple[str, dict]]:
+    """``sweep: {train.lr: [a, b, c], train.min_lr: [...]}``: one run per position of the (zipped) lists.
+
+    A point is named after the first key, ``<experiment>/lr=<value>``; the point equal to the experiment itself
+    is the experiment's own run, not a second one. Points run the experiment's first seed. ``section_of(section,
+    experiment)`` gives the experiment's merged section, to recognise that point.
+    """
+    if sweep is None:
+        return {}
+    where = f"experiments.{name}.sweep"
+    if not isinstance(sweep, dict) or not sweep:
+        raise UserError(f"params: {where} must map 'section.key' to a list of values, e.g. {{train.lr: [1e-3]}}")
+    lengths = set()
+    for key, values in sweep.items():
+        section, _, leaf = str(key).partition(".")
+        if section not in SWEEP_SECTIONS or not leaf:
+            raise UserError(f"params: {where}: key {key!r} must be 'section.key' with section one of "
+                            f"{', '.join(SWEEP_SECTIONS)} (e.g. train.lr)")
+        if not isinstance(values, list) or not values:
+            raise UserError(f"params: {where}.{key} must be a non-empty list of values")
+        for v in values:
+            _check_section(section, {leaf: v}, f"{where}.")
+            if isinstance(v, list | dict) or not SWEEP_VALUE.fullmatch(str(v)) or set(str(v)) == {"."}:
+                raise UserError(f"params: {where}.{key}: value {_short(v)} cannot name a run folder "
+                                f"(<experiment>/{leaf}=<value>); sweep numbers, booleans or words of letters, "
+                                "digits, '_', '.', '+', '-'")
+        lengths.add(len(values))
+    if len(lengths) > 1:
+        raise UserError(f"params: {where}: every list must have the same length (they are zipped), got "
+                        f"{', '.join(f'{k}: {len(v)}' for k, v in sweep.items())}")
+    first = next(iter(sweep))
+    points = {}
+    for i in range(lengths.pop()):
+        overrides: dict[str, dict] = {}
+        for key, values in sweep.items():
+            section, _, leaf = key.partition(".")
+            overrides.setdefault(section, {})[leaf] = values[i]
+        if all(section_of(sec, name).get(k) == v for sec, kv in overrides.items() for k, v in kv.items()):
+            continue  # the experiment's own setting
+        label = f"{name}/{first.partition('.')[2]}={sweep[first][i]}"
+        if label in points:
+            raise UserError(f"params: {where}: two points are both named {label!r}; make {first}'s values unique")
+        points[label] = (name, overrides)
+    return points
+
+
+
+def _check_profiles(profiles: dict) -> None:
+    _check_keys(profiles, set(PROFILES), "profiles.")
+    for name, prof in profiles.items():
+        _check_keys(prof, PROFILE_KEYS, f"profiles.{name}.")
+        for section in SECTIONS:
+            _check_section(section, prof.get(section, {}), f"profiles.{name}.")
+        per = prof.get("seeds_per_experiment", 1)
+        if type(per) is not int or per < 1:
+            raise UserError(f"params: profiles.{name}.seeds_per_experiment = {_short(per)} must be an integer >= 1")
+
+
+def _check_experiment(name: Any, exp: dict) -> None:
+    if not isinstance(name, str) or not EXPERIMENT_NAME.fullmatch(name):
+        raise UserError(f"params: experiment name {name!r} may use only letters, digits and '_' (it names "
+                        "folders under results/ and Snakemake/DVC jobs)")
+    _check_keys(exp, EXPERIMENT_KEYS, f"experiments.{name}.")
+    _check_value(exp.get("hypothesis", ""), str, f"experiments.{name}.hypothesis")
+    _check_value(exp.get("all_seeds", False), bool, f"experiments.{name}.all_seeds")
+    _check_value(exp.get("peer", False), bool, f"experiments.{name}.peer")
+    if not isinstance(exp.get("group"), str) or exp.get("group") not in GROUPS:
+        raise UserError(
+            f"params: experiments.{name}.group = {_short(exp.get('group'))}; choose one of {', '.join(GROUPS)}"
+        )
+    for section in SECTIONS:
+        _check_section(section, exp.get(section, {}), f"experiments.{name}.")
 
 
 def _check_seeds(seeds: Any) -> None:

@@ -271,14 +271,16 @@ class MiniFormer(nn.Module):
             logits = self(ctx, attn_mask=mask, cache=cache)["logits"][:, -1, :]
             if allowed_vocab is not None:
                 logits = logits[:, :allowed_vocab]
-            if temperature <= 0:
-                nxt = logits.argmax(dim=-1, keepdim=True)
-            else:
-                logits = logits / temperature
-                if top_k is not None:
-                    v, _ = torch.topk(logits, min(top_k, logits.size(-1)))
-                    logits = logits.masked_fill(logits < v[:, [-1]], float("-inf"))
-                probs = torch.softmax(logits, dim=-1)
-                nxt = torch.multinomial(probs, num_samples=1, generator=generator)
-            idx = torch.cat((idx, nxt), dim=1)
+            idx = torch.cat((idx, sample_next(logits, temperature, top_k, generator)), dim=1)
         return idx
+
+
+def sample_next(logits: Tensor, temperature: float, top_k: int | None, generator: torch.Generator | None) -> Tensor:
+    """One token per row from (B, V) logits: greedy at temperature <= 0, else softmax(logits / T) over the top k."""
+    if temperature <= 0:
+        return logits.argmax(dim=-1, keepdim=True)
+    logits = logits / temperature
+    if top_k is not None:
+        v, _ = torch.topk(logits, min(top_k, logits.size(-1)))
+        logits = logits.masked_fill(logits < v[:, [-1]], float("-inf"))
+    return torch.multinomial(torch.softmax(logits, dim=-1), num_samples=1, generator=generator)

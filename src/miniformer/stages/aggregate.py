@@ -89,10 +89,10 @@ def run_samples(results: Path, exp: str, seed: int) -> dict:
     return out
 
 
-def headline(nested: dict) -> dict:
+def headline(nested: dict, reference: str) -> dict:
     """The few numbers `dvc metrics show` prints (every run's detail stays in metrics.json, which `dvc metrics diff
     --targets results/metrics.json` compares key by key)."""
-    base = [r["val_loss"] for r in nested.get("baseline", {}).values() if r.get("val_loss") is not None]
+    base = [r["val_loss"] for r in nested.get(reference, {}).values() if r.get("val_loss") is not None]
     mean = statistics.fmean(base) if base else None
     sd = statistics.stdev(base) if len(base) > 1 else None
     return {
@@ -144,7 +144,7 @@ def aggregate(study: Study, results: Path) -> dict:
         if perf_path.exists():
             perf[f"{exp}/{seed_folder(seed)}"] = read_json(perf_path, f"re-train the run ({exp} --seed {seed})")
     write_json(results / "metrics.json", nested)
-    write_json(results / "headline.json", headline(nested))
+    write_json(results / "headline.json", headline(nested, study.reference))
     write_json(results / "windows.json", samples)
     write_json(results / "perf.json", perf)
     write_plot_series(study, results)

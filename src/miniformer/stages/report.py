@@ -22,14 +22,16 @@ from miniformer.runtime.files import atomic_write_text, read_json_folder, write_
 from miniformer.study import figures, hovermap
 from miniformer.study.bibliography import REFERENCES
 from miniformer.study.claims import check_experiments, claims
-from miniformer.study.findings import (
+from miniformer.study.findings import VERDICTS, Evidence, breakages, peer_comparisons
+from miniformer.study.roles import (
+    ENTROPY_RUNS,
     HEAD_RUNS,
+    INIT_RUNS,
+    LEARNED_POSITIONS,
+    NO_MASK,
     POSITION_RUNS,
+    SINGLE_HEAD,
     STABILITY_ROWS,
-    VERDICTS,
-    Evidence,
-    breakages,
-    peer_comparisons,
 )
 
 
@@ -128,15 +130,18 @@ def positions_section(r: ReportInputs) -> dict:
     per_pos = {k: files.eval(v)["lengths"].get(top, {}).get("per_position") for k, v in pos.items()}
     r.draw("pos_per_position", figures.per_position({k: v for k, v in per_pos.items() if v}, int(top) * T, T))
     learned_reason = (
-        files.eval("pos_learned")["lengths"].get(top, {}).get("reason") if "pos_learned" in pos.values() else None
+        files.eval(LEARNED_POSITIONS)["lengths"].get(top, {}).get("reason") if LEARNED_POSITIONS in pos.values()
+        else None
     )
     pairs = {}
     for e in r.study.experiments:
         mp = files.eval(e).get("minimal_pairs") if m.has(e) else None
         if mp and mp.get("true_order_preferred") is not None:
-            pairs[e] = {"rate": m.mean(e, "order_preference"), "estimate": r.ev.preference(e), "ties": mp["ties"],
-                        "pairs": mp["pairs"], "scoring": mp["scoring"]}
-    return {"multiples": multiples, "block_size": T, "sweep": sweep, "learned_reason": learned_reason,
+            pairs[e] = {"rate": m.mean(e, "order_preference"), "estimate_text": r.ev.text(r.ev.preference(e)),
+                        "ties": mp["ties"], "pairs": mp["pairs"], "scoring": mp["scoring"]}
+    sweep_rows = [(name, [None if v is None or v != v else v for v in row]) for name, row in
+                  zip(sweep.index, sweep.itertuples(index=False))]  # NaN: a length the method has no value at
+    return {"multiples": multiples, "block_size": T, "sweep_rows": sweep_rows, "learned_reason": learned_reason,
             "order": {k: files.eval(v)["order_sensitivity"] for k, v in pos.items()}, "pairs": pairs,
             "pair_count": next(iter(pairs.values()), {}).get("pairs", 0),
             "long_gens": {k: files.generations(v) for k, v in pos.items()}}
@@ -144,14 +149,14 @@ def positions_section(r: ReportInputs) -> dict:
 
 def attention_section(r: ReportInputs) -> dict:
     files = r.files
-    single = files.attention("attn_single_head") if r.m.has("attn_single_head") else files.attention("baseline")
+    single = files.attention(SINGLE_HEAD if r.m.has(SINGLE_HEAD) else r.study.reference)
     r.draw("heat_single", figures.attention_heatmap(single["weights"][-1][0], single["tokens"],
                                                     "single head, last layer (causal)"))
-    nomask = files.attention("attn_no_mask") if r.m.has("attn_no_mask") else None
+    nomask = files.attention(NO_MASK) if r.m.has(NO_MASK) else None
     if nomask:
         r.draw("heat_nomask", figures.attention_heatmap(nomask["weights"][-1][0], nomask["tokens"],
                                                         "single head, last layer, NO causal mask"))
-    ent_logs = {e: files.log(e) for e in r.present(["attn_single_head", "attn_no_scale"])}
+    ent_logs = {e: files.log(e) for e in r.present(list(ENTROPY_RUNS))}
     if ent_logs:
         for df in ent_logs.values():
             cols = [c for c in df.columns if c.startswith("entropy_")]
@@ -162,34 +167,43 @@ def attention_section(r: ReportInputs) -> dict:
                                          "Attention breakages: train loss"))
     hover = hovermap.attention_svg(single["weights"][-1][0], single["tokens"],
                                    "hover a cell: query → key, weight (single head, last layer)")
-    return {"single": single, "nomask": nomask, "single_hover": Markup(hover)}  # built and escaped by hovermap
+    no_mask_losses = None
+    if r.m.has(NO_MASK):
+        no_mask_losses = {"train": r.m.mean(NO_MASK, "final_train_loss"),
+                          "masked_train": r.m.mean(SINGLE_HEAD, "final_train_loss") or 0,
+                          "restored": r.m.mean(NO_MASK, "val_loss_with_causal_mask") or 0}
+    return {"single": single, "nomask": nomask, "single_hover": Markup(hover),  # built and escaped by hovermap
+            "no_mask_losses": no_mask_losses}
 
 
 def heads_section(r: ReportInputs) -> dict:
     m = r.m
-    baseline_att = r.files.attention("baseline")
+    baseline_att = r.files.attention(r.study.reference)
     r.draw("heads_grid", figures.head_grid(baseline_att["weights"][0], baseline_att["tokens"],
                                            "baseline, layer 0: every head"))
     head_runs = {h: e for h, e in HEAD_RUNS.items() if m.has(e)}
     means = [m.mean(e, "val_loss") for e in head_runs.values()]
     if all(x is not None for x in means) and head_runs:
-        stds = [m.noise("val_loss") if e == "baseline" else 0.0 for e in head_runs.values()]
+        stds = [m.noise("val_loss") if e == r.study.reference else 0.0 for e in head_runs.values()]
         r.draw("head_count", figures.head_count(list(head_runs), means, stds, r.base.model.n_embd))
-    return {"diversity": {e: m.mean(e, "head_diversity") for e in r.present(["baseline", *group_of(r.study, "heads")])}}
+    runs = r.present([r.study.reference, *group_of(r.study, "heads")])
+    return {"diversity": [(e, m.mean(e, "head_diversity"), m.mean(e, "val_loss") or 0) for e in runs]}
 
 
 def block_section(r: ReportInputs) -> dict:
     m = r.m
-    block_exps = r.present(["baseline", *group_of(r.study, "block")])
+    block_exps = r.present([r.study.reference, *group_of(r.study, "block")])
     r.draw("block_curves", figures.curves({e: r.files.log(e) for e in block_exps}, "train_loss",
                                           "Block variants: train loss"))
     finals = {e: m.mean(e, "val_loss") for e in block_exps if m.mean(e, "val_loss") is not None}
-    r.draw("block_bars", figures.bars(finals, {"baseline": m.noise()}, "Block variants", "val loss"))
-    return {"uniformity": {e: m.mean(e, "hidden_uniformity") for e in block_exps}}
+    r.draw("block_bars", figures.bars(finals, {r.study.reference: m.noise()}, "Block variants", "val loss"))
+    return {"uniformity": [(e, m.mean(e, "hidden_uniformity"), m.mean(e, "loss_spikes"), m.any_true(e, "diverged"))
+                           for e in block_exps]}
 
 
 def training_section(r: ReportInputs) -> dict:
-    base_logs = {seed_folder(s): r.files.log("baseline", s) for s in r.study.seeds_for("baseline")}
+    ref = r.study.reference
+    base_logs = {seed_folder(s): r.files.log(ref, s) for s in r.study.seeds_for(ref)}
     r.draw("train_val", figures.curves(
         {f"{k} train": df.rename(columns={"train_loss": "y"}) for k, df in base_logs.items()}
         | {f"{k} val": df.rename(columns={"val_loss": "y"}) for k, df in base_logs.items()},
@@ -198,18 +212,19 @@ def training_section(r: ReportInputs) -> dict:
     ))
     perf = read_json(r.results / "perf.json", "re-run `miniformer aggregate`, which rewrites it") \
         if (r.results / "perf.json").exists() else {}
-    speed = {k.rsplit("/", 1)[0]: v.get("tokens_per_s_median") or 0 for k, v in perf.items()
-             if k.endswith("seed0") and k.rsplit("/", 1)[0] in r.study.experiments}
+    first = {f"{e}/{seed_folder(r.files.seed(e))}": e for e in r.study.experiments}  # each experiment's first seed
+    speed = {first[k]: v.get("tokens_per_s_median") or 0 for k, v in perf.items() if k in first}
     if speed:
         r.draw("speed", figures.bars(speed, None, "Training throughput", "tokens/s"))
-    return {"speed": speed, "perf": perf, "base_samples": r.files.samples("baseline")}
+    return {"speed": speed, "perf": perf, "base_samples": r.files.samples(ref)}
 
 
 def objectives_section(r: ReportInputs) -> dict:
-    obj_exps = r.present(["baseline", *group_of(r.study, "objective")])
+    obj_exps = r.present([r.study.reference, *group_of(r.study, "objective")])
     r.draw("obj_curves", figures.curves({e: r.files.log(e) for e in obj_exps}, "val_loss",
                                         "Objectives: val loss (NOT comparable across)"))
-    return {"probe": {e: r.files.eval(e)["probe"] for e in obj_exps},
+    probe = {e: r.files.eval(e)["probe"] for e in obj_exps}
+    return {"probe": probe, "probe_item_count": next(iter(probe.values()), {}).get("recovery_items"),
             "samples": {e: r.files.samples(e) for e in obj_exps}, "probe_candidates": PROBE_CANDIDATES}
 
 
@@ -219,8 +234,7 @@ def fidelity_section(r: ReportInputs) -> dict:
     peer = {e: v for e, v in read_json_folder(r.results / "crosscheck").items() if m.has(e)}
     return {"crosscheck": peer_comparisons(m, peer, {e: seed_folder(r.files.seed(e)) for e in peer}),
             "peer_version": next(iter(peer.values()), {}).get("peer_version"),
-            "init_pair": {e: m.mean(e, "val_loss") for e in ("block_post_norm", "block_post_norm_gpt2_init", "baseline",
-                                                             "block_gpt2_init") if m.has(e)},
+            "init_pair": {f"{norm}_{init}": m.mean(e, "val_loss") for (norm, init), e in INIT_RUNS.items() if m.has(e)},
             "init": r.base.model.init}
 
 
@@ -246,7 +260,7 @@ def load_evidence(study: Study, results: Path, data_dir: Path) -> Evidence:
     samples = read_json(results / "windows.json", again) if (results / "windows.json").exists() else {}
     sweeps = {e: [(name, study.config(name, study.seeds_for(name)[0]).train.lr) for name in study.sweep_of(e)]
               for e in study.experiments}
-    return Evidence(nested, samples, study.findings, unigram_loss(data_dir), sweeps)
+    return Evidence(nested, samples, study.findings, unigram_loss(data_dir), sweeps, study.reference)
 
 
 def environment(base: RunConfig, perf: dict) -> dict[str, str]:
@@ -263,7 +277,7 @@ def environment(base: RunConfig, perf: dict) -> dict[str, str]:
 def build_report(study: Study, results: Path, out: Path, data_dir: Path = DATA_DIR) -> Path:
     check_experiments(study.experiments)
     ev = load_evidence(study, results, data_dir)
-    r = ReportInputs(study, results, RunFiles(study, results), ev, study.config("baseline", study.seeds[0]), {})
+    r = ReportInputs(study, results, RunFiles(study, results), ev, study.config(study.reference, study.seeds[0]), {})
     found = claims(ev)
     context: dict = {}
     for section in SECTIONS:
@@ -282,8 +296,7 @@ def build_report(study: Study, results: Path, out: Path, data_dir: Path = DATA_D
         breakages=breakages(ev, hypotheses, groups),
         unigram=ev.unigram,
         noise=ev.m.noise(),
-        baseline_seeds=ev.m.values("baseline", "val_loss"),
-        m=ev.m,
+        baseline_seeds=ev.m.values(study.reference, "val_loss"),
         env=environment(r.base, context["perf"]),
         references=list(REFERENCES.items()),
     )

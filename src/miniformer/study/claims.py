@@ -14,7 +14,8 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from miniformer.errors import UserError
-from miniformer.study.findings import HEAD_RUNS, STABILITY_ROWS, Evidence, Finding
+from miniformer.study.findings import Evidence, Finding
+from miniformer.study.roles import HEAD_RUNS, REFERENCE, STABILITY_ROWS
 from miniformer.study.stats import Estimate, Samples, all_of, at_most, equivalent, greater, seed_spread, source_quantity
 
 
@@ -287,3 +288,7 @@ def check_experiments(names: set[str] | list[str]) -> None:
             f"params: the report's claims need experiment(s) {', '.join(missing)}, which params.yaml does not define; "
             "restore them (or rename them back): see study/claims.py"
         )
+    groups = {e: spec.get("group") for e, spec in names.items()} if isinstance(names, dict) else {}
+    if groups and groups.get(REFERENCE) != "reference":
+        raise UserError(f"params: the claims compare against experiment {REFERENCE!r}; give it `group: reference` "
+                        "(and no other experiment), or name the new reference in study/roles.py")

@@ -11,6 +11,7 @@ import statistics
 from dataclasses import dataclass, field
 
 from miniformer.params import FindingsConfig
+from miniformer.study.roles import REFERENCE, STABILITY_ROWS
 from miniformer.study.stats import (
     VERDICTS,
     Estimate,
@@ -18,21 +19,13 @@ from miniformer.study.stats import (
     Samples,
     difference_quantity,
     greater,
+    minus,
     seed_spread,
     source_quantity,
     still_changing,
 )
 
 __all__ = ["VERDICTS", "Evidence", "Finding", "Metrics", "breakages", "peer_comparisons"]
-
-# Which experiment of params.yaml plays which role in the claims (and in the report's figures).
-HEAD_RUNS = {1: "attn_single_head", 2: "heads_2", 4: "baseline", 8: "heads_8", 16: "heads_16", 32: "heads_32"}
-POSITION_RUNS = {"rope (baseline)": "baseline", "learned": "pos_learned", "sinusoidal": "pos_sinusoidal",
-                 "alibi": "pos_alibi", "t5": "pos_t5", "none": "pos_none"}
-# The stability map: (norm placement, warm-up) -> the experiment whose learning-rate sweep fills that row.
-STABILITY_ROWS = {("pre", True): "baseline", ("pre", False): "block_pre_norm_no_warmup",
-                  ("post", True): "block_post_norm", ("post", False): "block_post_norm_no_warmup"}
-
 
 @dataclass
 class Finding:
@@ -48,8 +41,8 @@ class Finding:
 class Metrics:
     """Per-experiment means over seeds of results/metrics.json."""
 
-    def __init__(self, nested: dict) -> None:
-        self.nested = nested
+    def __init__(self, nested: dict, reference: str = REFERENCE) -> None:
+        self.nested, self.reference = nested, reference
 
     def has(self, exp: str) -> bool:
         return exp in self.nested
@@ -66,8 +59,8 @@ class Metrics:
         return any(r.get(key) is True for r in self.nested.get(exp, {}).values())
 
     def noise(self, key: str = "val_loss") -> float:
-        """Standard deviation of the baseline seeds (0 when fewer than two seeds ran)."""
-        return seed_spread(self.values("baseline", key))[0]
+        """Standard deviation of the reference run's seeds (0 when fewer than two seeds ran)."""
+        return seed_spread(self.values(self.reference, key))[0]
 
 
 class Evidence:
@@ -80,8 +73,9 @@ class Evidence:
         cfg: FindingsConfig | None = None,
         unigram: float | None = None,
         sweeps: dict[str, list[tuple[str, float]]] | None = None,
+        reference: str = REFERENCE,
     ) -> None:
-        self.m = Metrics(nested)
+        self.m, self.reference = Metrics(nested, reference), reference
         self.cfg = cfg or FindingsConfig()
         self.interval = Interval(self.cfg.confidence, self.cfg.bootstrap)
         self.samples = {e: {k: Samples(v) for k, v in runs.items()} for e, runs in (samples or {}).items()}
@@ -100,7 +94,7 @@ class Evidence:
 
     def paired(self, q, sources: list[str], runs_a: list[Samples], runs_b: list[Samples] = ()) -> Estimate | None:
         """The interval of quantity q (a − b over resampled sources), its seed part from the baseline's seeds."""
-        sd, df = seed_spread([q(r, {}) for r in self.runs("baseline")])
+        sd, df = seed_spread([q(r, {}) for r in self.runs(self.reference)])
         return self.interval.effect(q, sources, runs_a, runs_b, sd, df)
 
     def effect(self, a: str, b: str | None, source: str = "val", key: str = "val_loss") -> Estimate | None:
@@ -124,7 +118,7 @@ class Evidence:
         ga, gb = self.scalar_growth(a, top), self.scalar_growth(b, top) if b else 0.0
         if ga is None or gb is None:
             return None
-        base = [r.get(f"loss_at_{top}x") - r.get("loss_at_1x") for r in self.m.nested.get("baseline", {}).values()
+        base = [r.get(f"loss_at_{top}x") - r.get("loss_at_1x") for r in self.m.nested.get(self.reference, {}).values()
                 if r.get(f"loss_at_{top}x") is not None and r.get("loss_at_1x") is not None]
         sd, df = seed_spread(base)
         return self.interval.combine(ga - gb, 0.0, sd * math.sqrt(1 + (1 if b else 0)), df)
@@ -139,11 +133,11 @@ class Evidence:
         if not self.m.has(exp):
             return None
         if self._has_samples([exp], "pairs"):
-            return self.paired(lambda s, idx: _sub(s.mean("pairs", idx.get("pairs")), 0.5), ["pairs"], self.runs(exp))
+            return self.paired(lambda s, idx: minus(s.mean("pairs", idx.get("pairs")), 0.5), ["pairs"], self.runs(exp))
         v = self.m.mean(exp, "order_preference")
         if v is None:
             return None
-        sd, df = seed_spread(self.m.values("baseline", "order_preference"))
+        sd, df = seed_spread(self.m.values(self.reference, "order_preference"))
         return self.interval.combine(v - 0.5, 0.0, sd / math.sqrt(len(self.m.values(exp, "order_preference"))), df)
 
     def scalar_effect(self, a: str, b: str | None, key: str) -> Estimate | None:
@@ -152,7 +146,7 @@ class Evidence:
         va, vb = self.m.values(a, key), self.m.values(b, key) if b else []
         if not va or (b and not vb):
             return None
-        sd, df = seed_spread(self.m.values("baseline", key))
+        sd, df = seed_spread(self.m.values(self.reference, key))
         value = statistics.fmean(va) - (statistics.fmean(vb) if b else 0.0)
         return self.interval.combine(value, 0.0, sd * math.sqrt(1 / len(va) + (1 / len(vb) if b else 0.0)), df)
 
@@ -201,16 +195,6 @@ class Evidence:
         stuck = v is not None and self.unigram is not None and v >= self.unigram - self.cfg.unigram_margin
         return v is not None and not self.m.any_true(run, "diverged") and not stuck
 
-    def sweep_note(self, exp: str) -> str:
-        """For a run that failed: whether it fails at every learning rate of its sweep, or only at its own."""
-        sweep = self.sweeps.get(exp, [])
-        if len(sweep) < 2 or self.trains(exp):
-            return ""
-        training = [f"{lr:g}" for name, lr in sweep if self.trains(name)]
-        if training:
-            return f"; trains at lr {', '.join(training)}: its own learning rate, not the architecture, fails"
-        return f"; fails at every learning rate tried ({', '.join(f'{lr:g}' for _, lr in sweep)})"
-
     def stability_map(self) -> dict[tuple[str, bool], dict[float, dict]]:
         """(norm, warm-up) -> learning rate -> {val_loss, diverged, stuck (within unigram_margin of the unigram)}."""
         out: dict[tuple[str, bool], dict[float, dict]] = {}
@@ -228,8 +212,15 @@ class Evidence:
         return "n/a" if e is None else e.text()
 
 
-def _sub(x: float | None, y: float) -> float | None:
-    return None if x is None else x - y
+def sweep_note(ev: Evidence, exp: str) -> str:
+    """For a run that failed: whether it fails at every learning rate of its sweep, or only at its own."""
+    sweep = ev.sweeps.get(exp, [])
+    if len(sweep) < 2 or ev.trains(exp):
+        return ""
+    training = [f"{lr:g}" for name, lr in sweep if ev.trains(name)]
+    if training:
+        return f"; trains at lr {', '.join(training)}: its own learning rate, not the architecture, fails"
+    return f"; fails at every learning rate tried ({', '.join(f'{lr:g}' for _, lr in sweep)})"
 
 
 def breakages(ev: Evidence, hypotheses: dict[str, str], groups: dict[str, str]) -> list[dict]:
@@ -239,10 +230,10 @@ def breakages(ev: Evidence, hypotheses: dict[str, str], groups: dict[str, str]) 
     m = ev.m
     rows = []
     for exp in hypotheses:
-        if exp == "baseline" or not m.has(exp):
+        if exp == ev.reference or not m.has(exp):
             continue
-        v, base = m.mean(exp, "val_loss"), m.mean("baseline", "val_loss")
-        e = ev.effect(exp, "baseline") if groups.get(exp) != "objective" else None
+        v, base = m.mean(exp, "val_loss"), m.mean(ev.reference, "val_loss")
+        e = ev.effect(exp, ev.reference) if groups.get(exp) != "objective" else None
         steps = m.values(exp, "divergence_step")
         if m.any_true(exp, "diverged"):
             outcome = f"diverged at step {int(min(steps)) if steps else '?'}"
@@ -259,7 +250,7 @@ def breakages(ev: Evidence, hypotheses: dict[str, str], groups: dict[str, str]) 
         else:
             outcome = {"reproduced": "worse than the baseline", "not reproduced": "better than the baseline",
                        "within noise": "within noise of the baseline", "not run": "no interval"}[greater(e)]
-        outcome += ev.sweep_note(exp)
+        outcome += sweep_note(ev, exp)
         rows.append({"experiment": exp, "hypothesis": hypotheses.get(exp, ""), "val_loss": v,
                      "delta": None if e is None else e.value, "interval": None if e is None else e.half_width,
                      "diverged": m.any_true(exp, "diverged"), "outcome": outcome,
@@ -271,6 +262,10 @@ def breakages(ev: Evidence, hypotheses: dict[str, str], groups: dict[str, str]) 
 
 AGREEMENT_MARGIN = 0.05  # nats beyond the noise floor before a difference with the peer is flagged
 NOISE_SIGMAS = 2.0  # the cross-check's floor: 2 baseline standard deviations (one seed of each side)
+
+
+PEER_LABELS = {"agree": "agree", "init": "differs by init only", "DISAGREE": "DISAGREE: unexplained", "n/a": "n/a"}
+PEER_CSS = {"agree": "reproduced", "init": "within-noise", "DISAGREE": "not-reproduced"}
 
 
 @dataclass
@@ -292,6 +287,20 @@ class PeerComparison:
         return None if self.ours is None or self.peer_our_init is None else self.ours - self.peer_our_init
 
     @property
+    def lengths(self) -> list[tuple[str, float | None, float]]:
+        """(multiple, ours, peer) at every length the peer was scored at."""
+        return [(k, self.ours_at.get(k), v) for k, v in self.peer_at.items()]
+
+    @property
+    def label(self) -> str:
+        return PEER_LABELS[self.outcome]
+
+    @property
+    def css(self) -> str:
+        """The verdict colour the report gives this outcome."""
+        return PEER_CSS.get(self.outcome, "not-run")
+
+    @property
     def outcome(self) -> str:
         """agree | init (differs from the peer's own init, agrees under ours) | DISAGREE | n/a."""
         if self.diff is None:
@@ -309,7 +318,8 @@ def peer_comparisons(m: Metrics, peer: dict, seed_key: dict[str, str]) -> list[P
     tolerance = NOISE_SIGMAS * m.noise() + AGREEMENT_MARGIN
     rows = []
     for exp, p in peer.items():
-        run = m.nested.get(exp, {}).get(seed_key.get(exp, "seed0"), {})
+        runs = m.nested.get(exp, {})
+        run = runs.get(seed_key.get(exp) or next(iter(runs), ""), {})  # the seed the peer ran, else the first
         own, ours_init = p["inits"].get("own", {}), p["inits"].get("vaswani", {})
         rows.append(
             PeerComparison(

@@ -116,10 +116,11 @@ def source_quantity(source: str) -> Quantity:
 
 def difference_quantity(a: str, b: str) -> Quantity:
     """Within one run: mean of source a minus mean of source b (e.g. loss at 8× minus loss at 1× block_size)."""
-    return lambda s, idx: _sub(s.mean(a, idx.get(a)), s.mean(b, idx.get(b)))
+    return lambda s, idx: minus(s.mean(a, idx.get(a)), s.mean(b, idx.get(b)))
 
 
-def _sub(x: float | None, y: float | None) -> float | None:
+def minus(x: float | None, y: float | None) -> float | None:
+    """x − y, or None when either is missing."""
     return None if x is None or y is None else x - y
 
 

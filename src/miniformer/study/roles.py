@@ -1,0 +1,29 @@
+"""The claims table's cast: which params.yaml experiment plays which part in the claims and in the report.
+
+With claims.py, the only place in src/ that names an experiment (tests/test_structure.py keeps it so). Findings,
+figures and the report ask for runs by these roles or by params.yaml's ``group:``; renaming an experiment is an edit
+here and in claims.py, which `check_experiments` then verifies against params.yaml.
+"""
+
+from __future__ import annotations
+
+REFERENCE = "baseline"  # the run every verdict compares against: params.yaml gives it `group: reference`
+HEAD_RUNS = {1: "attn_single_head", 2: "heads_2", 4: "baseline", 8: "heads_8", 16: "heads_16", 32: "heads_32"}
+POSITION_RUNS = {"rope (baseline)": "baseline", "learned": "pos_learned", "sinusoidal": "pos_sinusoidal",
+                 "alibi": "pos_alibi", "t5": "pos_t5", "none": "pos_none"}
+# The stability map: (norm placement, warm-up) -> the experiment whose learning-rate sweep fills that row.
+STABILITY_ROWS = {("pre", True): "baseline", ("pre", False): "block_pre_norm_no_warmup",
+                  ("post", True): "block_post_norm", ("post", False): "block_post_norm_no_warmup"}
+SINGLE_HEAD = "attn_single_head"  # the heatmap reference: one head, causal
+NO_MASK = "attn_no_mask"  # the causal mask removed
+ENTROPY_RUNS = ("attn_single_head", "attn_no_scale")  # attention entropy during training, with and without 1/√d
+LEARNED_POSITIONS = "pos_learned"  # undefined past block_size: the report quotes its reason
+# The init control: (norm placement, init) -> experiment.
+INIT_RUNS = {("post", "gpt2"): "block_post_norm_gpt2_init", ("post", "vaswani"): "block_post_norm",
+             ("pre", "gpt2"): "block_gpt2_init", ("pre", "vaswani"): "baseline"}
+
+
+def cast() -> set[str]:
+    """Every experiment a role names."""
+    return {REFERENCE, *HEAD_RUNS.values(), *POSITION_RUNS.values(), *STABILITY_ROWS.values(), SINGLE_HEAD, NO_MASK,
+            *ENTROPY_RUNS, LEARNED_POSITIONS, *INIT_RUNS.values()}

@@ -1,0 +1,21 @@
+# All runs' metrics and samples into results/ (the files DVC tracks as metrics and plots).
+rule aggregate:
+    input:
+        expand("results/runs/{run[0]}/seed{run[1]}/metrics.json", run=RUNS),
+        expand("results/eval/{run[0]}/seed{run[1]}/eval.json", run=RUNS),
+        expand("results/eval/{run[0]}/seed{run[1]}/windows.json", run=RUNS),
+        expand("results/runs/{run[0]}/seed{run[1]}/curve.json", run=RUNS),
+        expand("results/runs/{run[0]}/seed{run[1]}/log.tsv", run=RUNS),
+        expand("results/runs/{run[0]}/seed{run[1]}/perf.json", run=RUNS),
+        f"{SIGNATURES}/study.json",
+    output:
+        metrics="results/metrics.json",
+        headline="results/headline.json",
+        windows="results/windows.json",
+        table=report("results/tables/runs.csv", caption="../report/runs_table.rst", category="Tables"),
+        plots=directory("results/plots"),
+        perf="results/perf.json",
+    log:
+        "results/logs/aggregate.log",
+    shell:
+        "{MF} aggregate {PROF} > {log} 2>&1 && echo aggregate >> {RAN}"

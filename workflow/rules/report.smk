@@ -1,0 +1,23 @@
+# The rendered report, and DVC's record of what ran.
+rule report:
+    input:
+        rules.aggregate.output.metrics,
+        rules.aggregate.output.windows,
+        rules.aggregate.output.perf,  # the throughput figure and table
+        f"{SIGNATURES}/study.json",
+        f"{SIGNATURES}/findings.json",
+        # the peer's table joins the report once `snakemake crosscheck` has made it (it is its own, optional target)
+        sorted(str(p) for p in Path("results/crosscheck").glob("*.json")),
+    output:
+        report("report/report.html", caption="../report/report.rst", category="Report"),
+        "results/verdicts.json",
+    log:
+        "results/logs/report.log",
+    shell:
+        "{MF} report {PROF} > {log} 2>&1 && echo report >> {RAN}"
+
+
+# DVC keeps its own record (dvc.lock). Record exactly the DVC stages whose jobs ran in this Snakemake invocation, never
+# a blanket `dvc commit` (that would mark stale, never-run stages as current).
+onsuccess:
+    shell("{MF} dvc-record --ran {RAN} {PROF}")
