@@ -79,7 +79,8 @@ def template_calls(text: str) -> list[str]:
 
 def test_no_stage_module_imports_another_stage_module():
     """Each stage stands on the runtime core, the network, training, evaluation and the study library — never on a
-    sibling stage; and nothing below the stages imports one (the CLI dispatches to them, miniformer.load is export's)."""
+    sibling stage; and nothing below the stages imports one (the CLI dispatches to them; miniformer.load is
+    export's)."""
     stages = {p.stem for p in STAGES.glob("*.py")} - {"__init__"}
     sideways = {f"{p.name} imports {sorted(stage_imports(p, stages))}" for p in STAGES.glob("*.py")
                 if stage_imports(p, stages)}
