@@ -437,7 +437,7 @@ def test_param_and_flop_counts():
         (dict(n_embd=30, n_head=4), "n_embd=30 is not divisible by n_head=4"),
         (dict(pos="xpos"), "unknown pos='xpos'"),
         (dict(norm="batchnorm"), "unknown norm='batchnorm'"),
-        (dict(qkv_order="qqv"), "not a permutation"),
+        (dict(qkv_order="qqv"), "must be a permutation"),
         (dict(n_head=0), "n_head=0 must be a positive integer"),
         (dict(n_layer=0), "n_layer=0 must be a positive integer"),
         (dict(block_size=-1), "block_size=-1 must be a positive integer"),

@@ -247,3 +247,24 @@ def test_every_claim_cites_a_reference_the_readme_and_report_list():
     for key, ref in REFERENCES.items():
         assert f"**{key}**: {ref}" in readme, key
         assert "arXiv:" in ref.where or "report" in ref.where
+
+
+def test_the_params_schema_is_generated_from_the_dataclasses_and_fits_params_yaml():
+    """workflow/schemas/params.schema.json is what miniformer.schema writes (regenerate it after changing a config
+    dataclass), the shipped params.yaml fits it, and a misspelt key does not."""
+    import copy
+
+    import jsonschema
+    import yaml
+
+    from miniformer.schema import params_schema, schema_text
+
+    path = ROOT / "workflow" / "schemas" / "params.schema.json"
+    assert path.read_text(encoding="utf-8") == schema_text(), (
+        "regenerate it: python -m miniformer.schema > workflow/schemas/params.schema.json")
+    params = yaml.safe_load((ROOT / "params.yaml").read_text(encoding="utf-8"))
+    jsonschema.validate(params, params_schema())
+    misspelt = copy.deepcopy(params)
+    misspelt["experiments"]["pos_t5"]["model"]["n_layr"] = 2
+    with pytest.raises(jsonschema.ValidationError):
+        jsonschema.validate(misspelt, params_schema())

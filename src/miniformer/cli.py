@@ -89,51 +89,55 @@ def cmd_prepare(args) -> None:
 
         check_versioned(study.data_config().corpus)
     _writable(args.out)
-    configs = [study.config(e, s) for e, s in study.runs()]
-    longest = max(max(c.eval.length_multiples) * c.model.block_size + 1 for c in configs)
-    meta = prepare(study.data_config(), Path(args.out), min_tokens=longest)
+    meta = prepare(study.data_config(), Path(args.out), min_tokens=study.longest_window())
     print(f"prepared {meta['corpus']}: {meta['tokens']} tokens, vocab {meta['vocab_size']} ({meta['tokenizer']})")
 
 
-def cmd_train(args) -> None:
+def train_one(study, experiment: str, seed: int, results: Path, data: Path, mode: str) -> None:
     from miniformer.stages.train import train
 
-    run = _study(args).config(args.experiment, args.seed)
-    out = run_dir(args.results, args.experiment, args.seed)
+    out = run_dir(results, experiment, seed)
     _writable(out)
-    mode = "never" if args.no_resume else ("require" if args.resume else "auto")
-    metrics = train(run, Path(args.data), out, resume=mode)
+    metrics = train(study.config(experiment, seed), Path(data), out, resume=mode)
     status = f"diverged at step {metrics['divergence_step']}" if metrics["diverged"] else "done"
-    print(f"{args.experiment}/seed{args.seed}: {status}, final val (estimate) {metrics['final_val_loss_estimate']}")
+    print(f"{experiment}/seed{seed}: {status}, final val (estimate) {metrics['final_val_loss_estimate']}")
+
+
+def evaluate_one(study, experiment: str, seed: int, results: Path, data: Path) -> None:
+    from miniformer.stages.evaluate import evaluate
+
+    out = eval_dir(results, experiment, seed)
+    _writable(out)
+    result = evaluate(study.config(experiment, seed), run_dir(results, experiment, seed), out, Path(data))
+    print(f"{experiment}/seed{seed}: val {result['val_loss']}, test {result['test_loss']}")
+
+
+def cmd_train(args) -> None:
+    mode = "never" if args.no_resume else ("require" if args.resume else "auto")
+    train_one(_study(args), args.experiment, args.seed, args.results, args.data, mode)
 
 
 def cmd_evaluate(args) -> None:
-    from miniformer.stages.evaluate import evaluate
-
-    run = _study(args).config(args.experiment, args.seed)
-    out = eval_dir(args.results, args.experiment, args.seed)
-    _writable(out)
-    result = evaluate(run, run_dir(args.results, args.experiment, args.seed), out, Path(args.data))
-    print(f"{args.experiment}/seed{args.seed}: val {result['val_loss']}, test {result['test_loss']}")
+    evaluate_one(_study(args), args.experiment, args.seed, args.results, args.data)
 
 
 def cmd_run_experiment(args) -> None:
     """The DVC stage: train every seed of one experiment, then evaluate each, in one process.
 
     One stage rather than a train and an evaluate stage per experiment saves a Python start and a torch import per
-    experiment (measured in benchmarks/RESULTS.md). A re-run for an evaluation change does not retrain: the finished
-    checkpoint of the same config and code is resumed at its last step.
+    experiment (benchmarks/RESULTS.md). A re-run for an evaluation change does not retrain: the finished checkpoint
+    of the same config and code is resumed at its last step.
     """
     from miniformer.study.claims import check_experiments
 
     study = _study(args)
     check_experiments(study.experiments)  # DVC's first stage per experiment: fail before training, not at the report
+    # the experiment's seeds, then its sweep's points (DVC has one stage per experiment)
     runs = [(name, seed) for name in study.sweep_of(args.experiment) for seed in study.seeds_for(name)]
-    args.no_resume = args.resume = False
-    for step in (cmd_train, cmd_evaluate):
-        for name, seed in runs:  # the experiment's seeds, then its sweep's points (DVC has one stage per experiment)
-            args.experiment, args.seed = name, seed
-            step(args)
+    for name, seed in runs:
+        train_one(study, name, seed, args.results, args.data, "auto")
+    for name, seed in runs:
+        evaluate_one(study, name, seed, args.results, args.data)
 
 
 def cmd_aggregate(args) -> None:

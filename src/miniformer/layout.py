@@ -48,3 +48,13 @@ def seed_of(folder: Path) -> int:
 
 # What a missing or unreadable result file asks the user to do.
 STAGES_FIRST = "run its train/evaluate stage first (snakemake or dvc repro)"
+
+
+def loss_at_key(multiple: int | str) -> str:
+    """The metrics.json key of the loss at ``multiple`` × block_size (aggregate writes it; findings and report read)."""
+    return f"loss_at_{multiple}x"
+
+
+def multiple_of_key(key: str) -> int | None:
+    """The length multiple a metrics key holds (loss_at_<m>x -> m); None for any other key."""
+    return int(key[len("loss_at_"):-1]) if key.startswith("loss_at_") and key.endswith("x") else None

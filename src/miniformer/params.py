@@ -317,6 +317,12 @@ class Study:
     def runs(self) -> list[tuple[str, int]]:
         return [(e, s) for e in self.names() for s in self.seeds_for(e)]
 
+    def longest_window(self) -> int:
+        """Tokens the longest evaluation reads at once (its longest length multiple, plus the target): every split
+        must hold at least this many."""
+        configs = [self.config(e, s) for e, s in self.runs()]
+        return max(max(c.eval.length_multiples) * c.model.block_size + 1 for c in configs)
+
     def section(self, section: str, experiment: str | None = None) -> dict:
         values = deep_merge(self.raw.get(section, {}), self._profile_overrides().get(section, {}))
         if experiment in self.points:

@@ -128,6 +128,16 @@ class KVCache:
         return 0 if k is None else k.size(2)
 
 
+def attention_errors(n_embd: int, n_head: int, qkv_order: str, head_merge: str) -> list[str]:
+    """What is wrong with these attention settings (empty: nothing); ModelConfig reports the same at load time."""
+    checks = [
+        (n_embd % n_head == 0, f"n_embd={n_embd} is not divisible by n_head={n_head}"),
+        (sorted(qkv_order) == ["k", "q", "v"], f"qkv_order={qkv_order!r} must be a permutation of 'qkv'"),
+        (head_merge in ("concat", "mean"), f"head_merge={head_merge!r} must be 'concat' or 'mean'"),
+    ]
+    return [message for ok, message in checks if not ok]
+
+
 class SelfAttention(nn.Module):
     """Multi-head self-attention with the study's switches.
 
@@ -148,12 +158,9 @@ class SelfAttention(nn.Module):
         dropout: float = 0.0,
     ) -> None:
         super().__init__()
-        if n_embd % n_head:
-            raise ValueError(f"n_embd={n_embd} is not divisible by n_head={n_head}")
-        if sorted(qkv_order) != ["k", "q", "v"]:
-            raise ValueError(f"qkv_order={qkv_order!r} must be a permutation of 'qkv'")
-        if head_merge not in ("concat", "mean"):
-            raise ValueError(f"head_merge={head_merge!r} must be 'concat' or 'mean'")
+        errors = attention_errors(n_embd, n_head, qkv_order, head_merge)
+        if errors:
+            raise ValueError(errors[0])
         self.n_head, self.n_embd = n_head, n_embd
         self.head_dim = n_embd // n_head
         self.scale = scale

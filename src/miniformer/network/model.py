@@ -3,12 +3,21 @@
 from __future__ import annotations
 
 from dataclasses import asdict, dataclass, fields
+from typing import TypedDict
 
 import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
 
-from miniformer.network.attention import KVCache, LayerKV, RotaryFn, SelfAttention, make_causal_mask, prefix_mask
+from miniformer.network.attention import (
+    KVCache,
+    LayerKV,
+    RotaryFn,
+    SelfAttention,
+    attention_errors,
+    make_causal_mask,
+    prefix_mask,
+)
 from miniformer.network.positions import POSITION_METHODS, build_position
 
 INITS = ("vaswani", "gpt2")
@@ -41,14 +50,12 @@ class ModelConfig:
         for name, size in sizes.items():  # first: the checks below divide by them
             if size <= 0:
                 raise ValueError(f"{name}={size} must be a positive integer")
-        checks = [
-            (self.n_embd % self.n_head == 0, f"n_embd={self.n_embd} is not divisible by n_head={self.n_head}"),
+        checks = [(False, message) for message in
+                  attention_errors(self.n_embd, self.n_head, self.qkv_order, self.head_merge)] + [
             (self.pos in POSITION_METHODS, f"unknown pos={self.pos!r}; choose one of {', '.join(POSITION_METHODS)}"),
             (self.norm in ("layernorm", "rmsnorm"), f"unknown norm={self.norm!r}; choose layernorm or rmsnorm"),
             (self.norm_placement in ("pre", "post"), f"unknown norm_placement={self.norm_placement!r}; pre or post"),
-            (self.head_merge in ("concat", "mean"), f"unknown head_merge={self.head_merge!r}; concat or mean"),
             (self.init in INITS, f"unknown init={self.init!r}; choose one of {', '.join(INITS)}"),
-            (sorted(self.qkv_order) == ["k", "q", "v"], f"qkv_order={self.qkv_order!r} is not a permutation of qkv"),
             (self.mlp_ratio > 0, f"mlp_ratio={self.mlp_ratio} must be > 0"),
             (0 <= self.dropout < 1, f"dropout={self.dropout} must be in [0, 1)"),
         ]
@@ -129,6 +136,15 @@ class Block(nn.Module):
         return x, w
 
 
+class ModelOutput(TypedDict, total=False):
+    """What MiniFormer.forward returns: logits always; the rest when targets are given or asked for."""
+
+    logits: Tensor  # (B, T, vocab)
+    loss: Tensor  # mean cross-entropy over targets != -100
+    weights: list[Tensor]  # per layer (B, H, T, L)
+    hidden: Tensor  # the last block's output (B, T, C)
+
+
 class MiniFormer(nn.Module):
     def __init__(self, cfg: ModelConfig) -> None:
         super().__init__()
@@ -197,7 +213,7 @@ class MiniFormer(nn.Module):
         return_weights: bool = False,
         return_hidden: bool = False,
         cache: KVCache | None = None,
-    ) -> dict[str, Tensor | list]:
+    ) -> ModelOutput:
         """idx (B,T) token ids; attn_mask (T,T) or (B,T,T) bool, True = may attend (None = cfg's default).
 
         ``cache``: idx continues the positions held in the cache (causal models, default mask only); their keys and
@@ -220,7 +236,7 @@ class MiniFormer(nn.Module):
         for i, block in enumerate(self.blocks):
             x, w = block(x, attention, None if cache is None else cache.layers[i])
             weights.append(w)
-        out: dict[str, Tensor | list] = {}
+        out: ModelOutput = {}
         if return_hidden:
             out["hidden"] = x
         logits = self.lm_head(self.norm_f(x))

@@ -145,7 +145,7 @@ class Rotary(PositionMethod):
 
     def rotary(self, T: int, device: torch.device, start: int = 0):
         # (T, H, D/2), materialised once per forward rather than broadcast over heads: the multiply then runs over
-        # H·D/2 contiguous numbers per token instead of D/2, which measured faster (benchmarks/bench_rope.py).
+        # H·D/2 contiguous numbers per token instead of broadcasting D/2 (benchmarks/bench_rope.py compares the two).
         rot = self.rotations(start + T, device)[start:, None, :].expand(-1, self.n_head, -1).contiguous()
 
         def split_rotate(qkv: Tensor, roles: tuple[int, int, int]) -> tuple[Tensor, Tensor, Tensor]:
@@ -236,8 +236,8 @@ class T5Bias(PositionMethod):
 
     The table is read times √head_dim, as x-transformers does. Under Adam a parameter moves about lr per step whatever
     its gradient, so a bias read at scale 1 spans only ~lr·steps nats over a run: too little to learn locality in a
-    short run (read at scale 1, T5 trains clearly worse than at √head_dim in the default profile). The table starts
-    at zero (init_parameter): every offset equal, as T5's own near-zero init has it.
+    short run; read at √head_dim it moves as fast as a score does. The table starts at zero (init_parameter): every
+    offset equal, as T5's own near-zero init has it.
     """
 
     name = "t5"

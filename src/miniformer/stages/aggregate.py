@@ -10,7 +10,7 @@ from pathlib import Path
 import pandas as pd
 
 from miniformer.errors import UserError
-from miniformer.layout import STAGES_FIRST, eval_dir, run_dir, seed_folder
+from miniformer.layout import STAGES_FIRST, eval_dir, loss_at_key, run_dir, seed_folder
 from miniformer.params import Study
 from miniformer.runtime import files
 from miniformer.runtime.files import atomic_write_text, write_json
@@ -68,7 +68,7 @@ def run_scalars(train: dict, ev: dict) -> dict:
     if "val_loss_with_causal_mask" in ev:
         out["val_loss_with_causal_mask"] = ev["val_loss_with_causal_mask"]
     for m, r in ev.get("lengths", {}).items():
-        out[f"loss_at_{m}x"] = r.get("loss") if r.get("applicable") else None
+        out[loss_at_key(m)] = r.get("loss") if r.get("applicable") else None
     for m, r in ev.get("generation_stats", {}).items():
         out[f"gen_{m}x_distinct_2"] = r["distinct_2"]
         out[f"gen_{m}x_repetition"] = r["repetition"]

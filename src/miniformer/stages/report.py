@@ -14,7 +14,7 @@ import torch
 from jinja2 import Environment, PackageLoader, select_autoescape
 from markupsafe import Markup
 
-from miniformer.layout import DATA_DIR, STAGES_FIRST, eval_dir, run_dir, seed_folder
+from miniformer.layout import DATA_DIR, STAGES_FIRST, eval_dir, loss_at_key, run_dir, seed_folder
 from miniformer.network.objectives import PROBE_CANDIDATES
 from miniformer.params import RunConfig, Study
 from miniformer.runtime import files
@@ -123,7 +123,7 @@ def positions_section(r: ReportInputs) -> dict:
                                         "Position methods: val loss"))
     multiples = [int(x) for x in r.base.eval.length_multiples]
     sweep = pd.DataFrame(
-        {mult: [m.mean(v, f"loss_at_{mult}x") for v in pos.values()] for mult in multiples}, index=list(pos)
+        {mult: [m.mean(v, loss_at_key(mult)) for v in pos.values()] for mult in multiples}, index=list(pos)
     )
     r.draw("pos_lengths", figures.length_sweep(sweep, T))
     top = str(max(multiples))

@@ -11,22 +11,13 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
 from miniformer.errors import UserError
-from miniformer.study.findings import Evidence, Finding
+from miniformer.layout import multiple_of_key
+from miniformer.study.findings import Evidence, Finding, Judgement
 from miniformer.study.roles import HEAD_RUNS, REFERENCE, STABILITY_ROWS
 from miniformer.study.stats import Estimate, Samples, all_of, at_most, equivalent, greater, seed_spread, source_quantity
-
-
-@dataclass
-class Judgement:
-    measurement: str
-    verdict: str
-    estimates: dict[str, Estimate | None] = field(default_factory=dict)
-    still_changing: bool = False
-    curve: tuple[str, str] | None = None  # the runs whose val-loss effect the report follows over training
-
 
 Judge = Callable[[Evidence], Judgement]
 
@@ -39,8 +30,7 @@ class Claim:
     judge: Judge
 
     def finding(self, ev: Evidence) -> Finding:
-        j = self.judge(ev)
-        return Finding(self.claim, self.source, j.measurement, j.verdict, j.estimates, j.still_changing, j.curve)
+        return Finding(claim=self.claim, source=self.source, **vars(self.judge(ev)))
 
 
 # --- the one-comparison claims ---------------------------------------------------------------------------------------
@@ -91,14 +81,9 @@ def head_u_shape(ev: Evidence) -> Judgement:
                      {f"h={low} − best": low_end, f"h={high} − best": high_end})
 
 
-def _multiple(key: str) -> int | None:
-    """The length multiple a metrics key holds (loss_at_<m>x -> m), None for other keys."""
-    return int(key[len("loss_at_"):-1]) if key.startswith("loss_at_") else None
-
-
 def _top_multiple(ev: Evidence) -> int | None:
     """The longest evaluated length, as a multiple of block_size (params' eval.length_multiples)."""
-    multiples = {_multiple(k) for runs in ev.m.nested.values() for r in runs.values() for k in r} - {None}
+    multiples = {multiple_of_key(k) for runs in ev.m.nested.values() for r in runs.values() for k in r} - {None}
     return max(multiples) if multiples else None
 
 
@@ -128,7 +113,8 @@ def alibi_flat(ev: Evidence) -> Judgement:
 
 def learned_cannot_extrapolate(ev: Evidence) -> Judgement:
     """Structural: the learned table has no vector past block_size, so every longer length must be undefined."""
-    past = [v for r in ev.m.nested.get("pos_learned", {}).values() for k, v in r.items() if (_multiple(k) or 0) > 1]
+    past = [v for r in ev.m.nested.get("pos_learned", {}).values() for k, v in r.items()
+            if (multiple_of_key(k) or 0) > 1]
     undefined = bool(past) and all(v is None for v in past)
     text = "loss past block_size: " + ("undefined at every length (the model raises)" if undefined else "defined")
     return Judgement(text, "not run" if not past else ("reproduced" if undefined else "not reproduced"))

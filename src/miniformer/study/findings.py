@@ -10,6 +10,7 @@ import math
 import statistics
 from dataclasses import dataclass, field
 
+from miniformer.layout import loss_at_key
 from miniformer.params import FindingsConfig
 from miniformer.study.roles import REFERENCE, STABILITY_ROWS
 from miniformer.study.stats import (
@@ -25,17 +26,25 @@ from miniformer.study.stats import (
     still_changing,
 )
 
-__all__ = ["VERDICTS", "Evidence", "Finding", "Metrics", "breakages", "peer_comparisons"]
+__all__ = ["VERDICTS", "Evidence", "Finding", "Judgement", "Metrics", "breakages", "peer_comparisons"]
 
 @dataclass
-class Finding:
-    claim: str
-    source: str
+class Judgement:
+    """What a claim's judge returns: the measurement in words, the verdict, and the estimates behind it."""
+
     measurement: str
     verdict: str
     estimates: dict[str, Estimate | None] = field(default_factory=dict)
     still_changing: bool = False  # a val-loss effect that moved by more than its interval over the last curve points
     curve: tuple[str, str] | None = None  # the (a, b) runs whose val-loss effect the report follows over training
+
+
+@dataclass(kw_only=True)
+class Finding(Judgement):
+    """A judgement with the claim it answers, as the report prints it."""
+
+    claim: str
+    source: str
 
 
 class Metrics:
@@ -118,14 +127,15 @@ class Evidence:
         ga, gb = self.scalar_growth(a, top), self.scalar_growth(b, top) if b else 0.0
         if ga is None or gb is None:
             return None
-        base = [r.get(f"loss_at_{top}x") - r.get("loss_at_1x") for r in self.m.nested.get(self.reference, {}).values()
-                if r.get(f"loss_at_{top}x") is not None and r.get("loss_at_1x") is not None]
+        hi_key, lo_key = loss_at_key(top), loss_at_key(1)
+        base = [r[hi_key] - r[lo_key] for r in self.m.nested.get(self.reference, {}).values()
+                if r.get(hi_key) is not None and r.get(lo_key) is not None]
         sd, df = seed_spread(base)
         return self.interval.combine(ga - gb, 0.0, sd * math.sqrt(1 + (1 if b else 0)), df)
 
     def scalar_growth(self, exp: str, top: int) -> float | None:
         """Mean over seeds of loss at top× block_size minus at 1× (metrics.json alone, no interval)."""
-        hi, lo = self.m.mean(exp, f"loss_at_{top}x"), self.m.mean(exp, "loss_at_1x")
+        hi, lo = self.m.mean(exp, loss_at_key(top)), self.m.mean(exp, loss_at_key(1))
         return None if hi is None or lo is None else hi - lo
 
     def preference(self, exp: str) -> Estimate | None:
@@ -328,7 +338,7 @@ def peer_comparisons(m: Metrics, peer: dict, seed_key: dict[str, str]) -> list[P
                 own.get("val_loss"),
                 ours_init.get("val_loss"),
                 tolerance,
-                {k: run.get(f"loss_at_{k}x") for k in own.get("loss_at", {})},
+                {k: run.get(loss_at_key(k)) for k in own.get("loss_at", {})},
                 own.get("loss_at", {}),
             )
         )
