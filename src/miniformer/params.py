@@ -22,7 +22,6 @@ import yaml
 from miniformer.errors import UserError
 from miniformer.network.model import ModelConfig
 from miniformer.network.objectives import OBJECTIVES
-from miniformer.runtime.codehash import TRAINING_CODE, code_hash
 from miniformer.runtime.devices import DEVICES
 from miniformer.tokenizer import TOKENIZERS
 
@@ -128,7 +127,7 @@ class RunConfig:
             "eval": asdict(self.eval),
         }
 
-    def _shaping(self) -> dict:
+    def shaping(self) -> dict:
         """The config values that shape the trained weights (not threads, logging or sampling cadence)."""
         d = self.to_dict()
         shaping = {k: d[k] for k in ("seed", "data", "model")}
@@ -137,14 +136,9 @@ class RunConfig:
 
     def config_fingerprint(self) -> str:
         """Hash of the config that shapes the weights, without the code: what the aggregate stage, which does not
-        read the training code, checks a run's recorded outputs against."""
-        return hashlib.sha256(json.dumps(self._shaping(), sort_keys=True).encode()).hexdigest()[:16]
+        read the training code, checks a run's recorded outputs against (runtime/checkpoints.py adds the code)."""
+        return hashlib.sha256(json.dumps(self.shaping(), sort_keys=True).encode()).hexdigest()[:16]
 
-    def fingerprint(self) -> str:
-        """Hash of everything that shapes the trained weights: the config and the training code (used to refuse
-        resuming or evaluating a checkpoint made by a different config or by different model/training code)."""
-        shaping = {**self._shaping(), "code": code_hash(TRAINING_CODE)}
-        return hashlib.sha256(json.dumps(shaping, sort_keys=True).encode()).hexdigest()[:16]
 
 
 def _unknown(key: str, where: str, known: set[str]) -> UserError:

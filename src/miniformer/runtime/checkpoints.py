@@ -5,6 +5,7 @@ Training writes them (training/folder.py); evaluate, explore and export read the
 
 from __future__ import annotations
 
+import hashlib
 import json
 from pathlib import Path
 
@@ -13,8 +14,16 @@ import torch
 from miniformer.errors import UserError
 from miniformer.network.model import MiniFormer, ModelConfig
 from miniformer.params import RunConfig
+from miniformer.runtime.codehash import TRAINING_CODE, code_hash
 
 CHECKPOINT = "ckpt.pt"
+
+
+def fingerprint(run: RunConfig) -> str:
+    """Hash of everything that shapes the trained weights: the config and the training code. A checkpoint records
+    it; resuming or evaluating a checkpoint of another config or other model/training code is refused."""
+    shaping = {**run.shaping(), "code": code_hash(TRAINING_CODE)}
+    return hashlib.sha256(json.dumps(shaping, sort_keys=True).encode()).hexdigest()[:16]
 
 
 def read_checkpoint(path: Path, device: torch.device | str, remedy: str) -> dict:
@@ -45,7 +54,7 @@ def check_finished_training(ckpt: dict, run: RunConfig, run_dir: Path) -> None:
     """Use only a finished training of the config asked for: a half-trained checkpoint, or one of another config left
     beside old outputs, would give a plausible number with nothing to say it is wrong."""
     name, command = f"{run.experiment}/seed{run.seed}", f"`miniformer train {run.experiment} --seed {run.seed}`"
-    if ckpt.get("fingerprint") != run.fingerprint():
+    if ckpt.get("fingerprint") != fingerprint(run):
         raise UserError(f"run {name}: the checkpoint in {str(run_dir)!r} was trained with another config or training "
                         f"code than params.yaml gives this run; re-train it ({command}), then evaluate")
     if not training_finished(ckpt, run.train.steps):

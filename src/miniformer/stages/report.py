@@ -18,6 +18,7 @@ from miniformer.layout import DATA_DIR, STAGES_FIRST, eval_dir, loss_at_key, run
 from miniformer.network.objectives import PROBE_CANDIDATES
 from miniformer.params import RunConfig, Study
 from miniformer.runtime import files
+from miniformer.runtime.checkpoints import fingerprint
 from miniformer.runtime.files import atomic_write_text, read_json_folder, write_json
 from miniformer.study import figures, hovermap
 from miniformer.study.bibliography import REFERENCES
@@ -266,7 +267,7 @@ def load_evidence(study: Study, results: Path, data_dir: Path) -> Evidence:
 def environment(base: RunConfig, perf: dict) -> dict[str, str]:
     return {
         "git commit": git_commit(),
-        "params hash": base.fingerprint(),
+        "params hash": fingerprint(base),
         "torch": torch.__version__,
         "python": platform.python_version(),
         "device": base.train.device + " (" + next(iter(perf.values()), {}).get("device", "?") + ")",

@@ -8,6 +8,7 @@ import json
 import numpy as np
 
 from miniformer.network.flops import count_params
+from miniformer.runtime.checkpoints import fingerprint
 from miniformer.runtime.files import atomic_write_text, write_json
 from miniformer.training.divergence import count_spikes
 from miniformer.training.logs import peak_memory_mb, write_log_tsv
@@ -31,7 +32,7 @@ def write_outputs(tr: Trainer) -> dict:
         "divergence_reason": div["reason"] if div else None,
         "n_params": count_params(tr.model),
         "loss_spikes": count_spikes([r["train_loss"] for r in rows]),
-        "fingerprint": tr.run.fingerprint(),  # evaluate and aggregate check what they read against these
+        "fingerprint": fingerprint(tr.run),  # evaluate and aggregate check what they read against these
         "config_fingerprint": tr.run.config_fingerprint(),
     }
     write_json(out / "metrics.json", metrics)

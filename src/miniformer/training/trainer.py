@@ -17,6 +17,7 @@ from miniformer.network.model import MiniFormer, ModelConfig
 from miniformer.network.objectives import Specials, objective_named
 from miniformer.params import RunConfig
 from miniformer.runtime.batches import sample_windows
+from miniformer.runtime.checkpoints import fingerprint
 from miniformer.runtime.devices import pick_device
 from miniformer.runtime.memory import check_fits, training_bytes
 from miniformer.runtime.optim import make_optimizer, set_lr, update
@@ -66,7 +67,7 @@ class Trainer:
         return {
             "model": self.model.state_dict(), "optimizer": self.opt.state_dict(), "step": self.step,
             "first_loss": self.first_loss, "batch_gen": self.batch_gen.get_state(), "torch_rng": torch.get_rng_state(),
-            "fingerprint": self.run.fingerprint(), "config": json.dumps(self.run.to_dict()),
+            "fingerprint": fingerprint(self.run), "config": json.dumps(self.run.to_dict()),
             "model_config": json.dumps(self.model.cfg.to_dict()), "tokenizer_hash": self.data.meta["tokenizer_hash"],
             **{k: json.dumps(v) for k, v in self.logs.items()}, "divergence": json.dumps(self.divergence),
         }
@@ -169,7 +170,7 @@ class Trainer:
 
     def fit(self, resume: str, progress: bool) -> None:
         """Resume or start fresh, train, and record a divergence in the checkpoint it falls back to."""
-        s = self.folder.resumable(self.run.fingerprint(), resume, self.device)
+        s = self.folder.resumable(fingerprint(self.run), resume, self.device)
         if s is not None:
             self.restore(s)
         else:
