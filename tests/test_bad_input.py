@@ -248,9 +248,9 @@ def test_checkpoint_from_another_config_on_resume(trained, capsys):
 def test_checkpoint_from_other_training_code_is_not_resumed(trained, capsys, monkeypatch):
     """Same params, edited model/training code (say, another RoPE convention): the old weights must not be reused."""
     tmp_path, params = trained
-    import miniformer.params
+    import miniformer.runtime.checkpoints
 
-    monkeypatch.setattr(miniformer.params, "code_hash", lambda files: "edited-code")
+    monkeypatch.setattr(miniformer.runtime.checkpoints, "code_hash", lambda files: "edited-code")
     assert run_cli(tmp_path, params, "train", "baseline", "--seed", "0", "--resume") == 2
     assert "different config or training code" in capsys.readouterr().err
     assert run_cli(tmp_path, params, "train", "baseline", "--seed", "0") == 0
