@@ -55,6 +55,12 @@ def loss_at_key(multiple: int | str) -> str:
     return f"loss_at_{multiple}x"
 
 
+def past_block_key(multiple: int | str) -> str:
+    """The metrics.json key of the loss on the positions past block_size when reading ``multiple`` × block_size (at
+    2×: the first block past the training length, positions L … 2L)."""
+    return f"loss_past_block_at_{multiple}x"
+
+
 def multiple_of_key(key: str) -> int | None:
     """The length multiple a metrics key holds (loss_at_<m>x -> m); None for any other key."""
     return int(key[len("loss_at_"):-1]) if key.startswith("loss_at_") and key.endswith("x") else None

@@ -10,7 +10,7 @@ from pathlib import Path
 import pandas as pd
 
 from miniformer.errors import UserError
-from miniformer.layout import STAGES_FIRST, eval_dir, loss_at_key, run_dir, seed_folder
+from miniformer.layout import STAGES_FIRST, eval_dir, loss_at_key, past_block_key, run_dir, seed_folder
 from miniformer.params import Study
 from miniformer.runtime import files
 from miniformer.runtime.files import atomic_write_text, write_json
@@ -69,6 +69,8 @@ def run_scalars(train: dict, ev: dict) -> dict:
         out["val_loss_with_causal_mask"] = ev["val_loss_with_causal_mask"]
     for m, r in ev.get("lengths", {}).items():
         out[loss_at_key(m)] = r.get("loss") if r.get("applicable") else None
+        if int(m) > 1:
+            out[past_block_key(m)] = r.get("loss_beyond_block") if r.get("applicable") else None
     for m, r in ev.get("generation_stats", {}).items():
         out[f"gen_{m}x_distinct_2"] = r["distinct_2"]
         out[f"gen_{m}x_repetition"] = r["repetition"]

@@ -14,7 +14,7 @@ import torch
 from jinja2 import Environment, PackageLoader, select_autoescape
 from markupsafe import Markup
 
-from miniformer.layout import DATA_DIR, STAGES_FIRST, eval_dir, loss_at_key, run_dir, seed_folder
+from miniformer.layout import DATA_DIR, STAGES_FIRST, eval_dir, loss_at_key, past_block_key, run_dir, seed_folder
 from miniformer.network.objectives import PROBE_CANDIDATES
 from miniformer.params import RunConfig, Study
 from miniformer.runtime import files
@@ -34,6 +34,7 @@ from miniformer.study.roles import (
     SINGLE_HEAD,
     STABILITY_ROWS,
 )
+from miniformer.study.stats import minus
 
 
 def read_json(path: Path, remedy: str = STAGES_FIRST) -> dict:
@@ -126,10 +127,14 @@ def positions_section(r: ReportInputs) -> dict:
     sweep = pd.DataFrame(
         {mult: [m.mean(v, loss_at_key(mult)) for v in pos.values()] for mult in multiples}, index=list(pos)
     )
-    r.draw("pos_lengths", figures.length_sweep(sweep, T))
+    r.draw("pos_lengths", figures.length_sweep(sweep, T, r.ev.unigram))
     top = str(max(multiples))
     per_pos = {k: files.eval(v)["lengths"].get(top, {}).get("per_position") for k, v in pos.items()}
-    r.draw("pos_per_position", figures.per_position({k: v for k, v in per_pos.items() if v}, int(top) * T, T))
+    r.draw("pos_per_position", figures.per_position({k: v for k, v in per_pos.items() if v}, int(top) * T, T,
+                                                    r.ev.unigram))
+    growth = [(k, m.mean(v, loss_at_key(1)), m.mean(v, past_block_key(2)),
+               [minus(m.mean(v, loss_at_key(x)), m.mean(v, loss_at_key(1))) for x in multiples if x > 1])
+              for k, v in pos.items()]
     learned_reason = (
         files.eval(LEARNED_POSITIONS)["lengths"].get(top, {}).get("reason") if LEARNED_POSITIONS in pos.values()
         else None
@@ -143,6 +148,7 @@ def positions_section(r: ReportInputs) -> dict:
     sweep_rows = [(name, [None if v is None or v != v else v for v in row]) for name, row in
                   zip(sweep.index, sweep.itertuples(index=False))]  # NaN: a length the method has no value at
     return {"multiples": multiples, "block_size": T, "sweep_rows": sweep_rows, "learned_reason": learned_reason,
+            "growth": growth, "growth_multiples": [x for x in multiples if x > 1],
             "order": {k: files.eval(v)["order_sensitivity"] for k, v in pos.items()}, "pairs": pairs,
             "pair_count": next(iter(pairs.values()), {}).get("pairs", 0),
             "long_gens": {k: files.generations(v) for k, v in pos.items()}}
@@ -300,8 +306,15 @@ def build_report(study: Study, results: Path, out: Path, data_dir: Path = DATA_D
         baseline_seeds=ev.m.values(study.reference, "val_loss"),
         env=environment(r.base, context["perf"]),
         references=list(REFERENCES.items()),
+        verdict_totals=list(verdict_totals(found).items()),
+        proxy_count=sum(not c.counted for c in found),
     )
     atomic_write_text(out, html)
-    verdicts = {v: sum(c.verdict == v for c in found) for v in VERDICTS}
-    write_json(results / "verdicts.json", {**verdicts, "still changing": sum(c.still_changing for c in found)})
+    write_json(results / "verdicts.json", {**verdict_totals(found), "proxy": sum(not c.counted for c in found),
+                                           "still changing": sum(c.still_changing for c in found)})
     return out
+
+
+def verdict_totals(found: list) -> dict[str, int]:
+    """How many claims reached each verdict, proxies and controls left out (they are counted apart)."""
+    return {v: sum(c.verdict == v and c.counted for c in found) for v in VERDICTS}

@@ -22,15 +22,30 @@ from miniformer.study.stats import Estimate, Samples, all_of, at_most, equivalen
 Judge = Callable[[Evidence], Judgement]
 
 
+# How our measurement relates to the source's. Only the first three count towards the verdict totals; a proxy or a
+# control is shown with its verdict, labelled, and kept out of them.
+TESTS = {
+    "paper": "the paper's test",  # the source's manipulation and measure (held-out loss for its perplexity), our budget
+    "direct": "direct measurement",  # the source argues a mechanism and runs no test of it; we measure that mechanism
+    "structural": "by construction",  # holds or fails exactly, whatever the seed
+    "proxy": "proxy",  # another measure than the source's: says something, but not what the source tested
+    "control": "control",  # must come out equal by a symmetry of the code; it checks the code, not the claim
+}
+COUNTED = ("paper", "direct", "structural")
+
+
 @dataclass(frozen=True)
 class Claim:
     claim: str
     source: str
     runs: tuple[str, ...]  # the experiments the judgement reads
     judge: Judge
+    test: str  # a key of TESTS
+    source_numbers: str  # what the source itself reports, from its own table or figure
 
     def finding(self, ev: Evidence) -> Finding:
-        return Finding(claim=self.claim, source=self.source, **vars(self.judge(ev)))
+        return Finding(claim=self.claim, source=self.source, test=TESTS[self.test], counted=self.test in COUNTED,
+                       source_numbers=self.source_numbers, **vars(self.judge(ev)))
 
 
 # --- the one-comparison claims ---------------------------------------------------------------------------------------
@@ -81,33 +96,38 @@ def head_u_shape(ev: Evidence) -> Judgement:
                      {f"h={low} − best": low_end, f"h={high} − best": high_end})
 
 
-def _top_multiple(ev: Evidence) -> int | None:
-    """The longest evaluated length, as a multiple of block_size (params' eval.length_multiples)."""
+def _first_past(ev: Evidence) -> int | None:
+    """The shortest evaluated length past block_size, as a multiple (2 in the shipped params): where Press's Table 2
+    judges first (1012 tokens for a model trained at 512), and where every method still has room to grow before the
+    unigram ceiling."""
     multiples = {multiple_of_key(k) for runs in ev.m.nested.values() for r in runs.values() for k in r} - {None}
-    return max(multiples) if multiples else None
+    past = sorted(m for m in multiples if m > 1)
+    return past[0] if past else None
 
 
 def extrapolation_order(ev: Evidence) -> Judgement:
-    """Press 2022: growth (loss at the longest length minus at block_size) sinusoidal > RoPE > ALiBi."""
-    top = _top_multiple(ev)
-    if top is None or top == 1:
+    """Press 2022: growth of the whole-window loss from 1× to the first length past block_size, sinusoidal > RoPE >
+    ALiBi."""
+    at = _first_past(ev)
+    if at is None:
         return Judgement("no length past block_size evaluated", "not run")
-    sin_vs_rope = ev.growth("pos_sinusoidal", "baseline", top)
-    rope_vs_alibi = ev.growth("baseline", "pos_alibi", top)
-    growth = {name: ev.scalar_growth(exp, top) for name, exp in
+    sin_vs_rope = ev.growth("pos_sinusoidal", "baseline", at)
+    rope_vs_alibi = ev.growth("baseline", "pos_alibi", at)
+    growth = {name: ev.scalar_growth(exp, at) for name, exp in
               (("sinusoidal", "pos_sinusoidal"), ("rope", "baseline"), ("alibi", "pos_alibi"))}
-    text = (", ".join(f"{k} {_fmt(v)}" for k, v in growth.items()) + f" (loss at {top}× minus 1×); sinusoidal − RoPE "
+    text = (", ".join(f"{k} {_fmt(v)}" for k, v in growth.items()) + f" (loss at {at}× minus 1×); sinusoidal − RoPE "
             f"growth = {ev.text(sin_vs_rope)}; RoPE − ALiBi growth = {ev.text(rope_vs_alibi)}")
     return Judgement(text, all_of([greater(sin_vs_rope), greater(rope_vs_alibi)]),
                      {"sinusoidal − rope": sin_vs_rope, "rope − alibi": rope_vs_alibi})
 
 
 def alibi_flat(ev: Evidence) -> Judgement:
-    top = _top_multiple(ev)
-    if top is None or top == 1:
+    """Press 2022: ALiBi's own loss does not grow from 1× to the first length past block_size."""
+    at = _first_past(ev)
+    if at is None:
         return Judgement("no length past block_size evaluated", "not run")
-    alibi = ev.growth("pos_alibi", None, top)
-    return Judgement(f"ALiBi loss growth at {top}× = {ev.text(alibi)} (flat: ≤ {ev.cfg.equivalence_margin})",
+    alibi = ev.growth("pos_alibi", None, at)
+    return Judgement(f"ALiBi loss growth at {at}× = {ev.text(alibi)} (flat: ≤ {ev.cfg.equivalence_margin})",
                      at_most(alibi, ev.cfg.equivalence_margin), {"alibi growth": alibi})
 
 
@@ -218,41 +238,64 @@ def _fmt(x: float | None) -> str:
 
 _STABILITY = tuple(STABILITY_ROWS.values())
 CLAIMS: tuple[Claim, ...] = (
-    Claim("Head count has a U-shape at fixed width", "Vaswani 2017 T3-A", tuple(HEAD_RUNS.values()), head_u_shape),
+    Claim("Head count has a U-shape at fixed width", "Vaswani 2017 T3-A", tuple(HEAD_RUNS.values()), head_u_shape,
+          "paper", "dev PPL at fixed d_model, h (d_k): 1 (512) 5.29, 4 (128) 5.00, 8 (64) 4.92, 16 (32) 4.91, 32 (16) "
+          "5.01"),
     Claim("Learned ≈ sinusoidal positions in distribution", "Vaswani 2017 T3-E", ("pos_learned", "pos_sinusoidal"),
-          compare("pos_learned", "pos_sinusoidal", "equivalent", "learned − sinusoidal")),
+          compare("pos_learned", "pos_sinusoidal", "equivalent", "learned − sinusoidal"), "paper",
+          "dev PPL 4.92 learned vs 4.92 sinusoidal (BLEU 25.7 vs 25.8), converged (ours: the study's budget; the "
+          "trend column says whether the gap is still moving)"),
     Claim("1/√d keeps softmax out of saturation (no-scale: lower entropy)", "Vaswani 2017 §3.2.1",
           ("attn_single_head", "attn_no_scale"),
           compare("attn_single_head", "attn_no_scale", "greater", "scaled − unscaled", "attention_entropy",
-                  "attention entropy", " nats")),
+                  "attention entropy", " nats"), "direct",
+          "an argument, no measurement: dot products grow with d_k and push the softmax to small gradients"),
     Claim("Past the training length: sinusoidal worst, RoPE degrades, ALiBi best", "Press 2022 App. T2",
-          ("pos_sinusoidal", "baseline", "pos_alibi"), extrapolation_order),
-    Claim("ALiBi stays flat past the training length", "Press 2022 App. T2", ("pos_alibi",), alibi_flat),
+          ("pos_sinusoidal", "baseline", "pos_alibi"), extrapolation_order, "paper",
+          "PPL at L_valid 512 / 1012 / 2512 (trained at 512): sinusoidal 20.05 / 43.54 / 132.41, rotary 20.07 / "
+          "21.37 / 31.58, T5 19.65 / 18.79 / 20.41, ALiBi 19.73 / 18.73 / 18.41"),
+    Claim("ALiBi stays flat past the training length", "Press 2022 App. T2", ("pos_alibi",), alibi_flat, "paper",
+          "ALiBi PPL 19.73 at 512, 18.73 at 1012, 18.41 at 2512 (trained at 512)"),
     Claim("At short training length ALiBi does not win in distribution", "Press 2022 App. T5",
-          ("pos_sinusoidal", "pos_alibi"), compare("pos_sinusoidal", "pos_alibi", "at_most", "sinusoidal − ALiBi")),
+          ("pos_sinusoidal", "pos_alibi"), compare("pos_sinusoidal", "pos_alibi", "at_most", "sinusoidal − ALiBi"),
+          "paper", "T5, in distribution: L = 128 sinusoidal 23.81 vs ALiBi 23.98 PPL, L = 64 28.03 vs 28.46; from "
+          "L = 256 ALiBi wins (21.29 vs 21.45). The text says ALiBi wins at every L, from Fig. 4 (L ≥ 512)"),
     Claim("Learned absolute positions cannot extrapolate", "Press 2022 fn. 4", ("pos_learned",),
-          learned_cannot_extrapolate),
+          learned_cannot_extrapolate, "structural", "by construction: no trained vector past L"),
     Claim("Causal LM without positions is close to with", "Haviv 2022 T1", ("pos_none", "baseline"),
-          compare("pos_none", "baseline", "at_most", "NoPE − RoPE")),
+          compare("pos_none", "baseline", "at_most", "NoPE − RoPE"), "paper",
+          "WikiText-103 PPL: no positions 20.97, learned 20.42, sinusoidal 20.16, ALiBi 19.71"),
     Claim("Masked LM without positions fails", "Haviv 2022 T4", ("obj_mlm_nope", "obj_mlm"),
-          compare("obj_mlm_nope", "obj_mlm", "greater", "MLM NoPE − MLM RoPE")),
+          compare("obj_mlm_nope", "obj_mlm", "greater", "MLM NoPE − MLM RoPE"), "paper",
+          "MLM PPL: no positions 147.18 vs 4.06 / 4.07 / 4.00 with positions"),
     Claim("Without positions a causal LM still tells order (the mask leaks it); an MLM cannot", "Haviv 2022 T1/T4",
-          ("pos_none", "obj_mlm_nope"), order_without_positions),
-    Claim("Post-norm needs warm-up; pre-norm trains without", "Xiong 2020", _STABILITY, warmup_needed),
+          ("pos_none", "obj_mlm_nope"), order_without_positions, "proxy",
+          "Haviv probe the layers for position (and compare perplexities); minimal pairs are our instrument"),
+    Claim("Post-norm needs warm-up; pre-norm trains without", "Xiong 2020", _STABILITY, warmup_needed, "proxy",
+          "Figs. 2-3: Post-LN at lr 5e-4 / 1e-3 with warm-up 500 vs 4000 steps; Pre-LN without warm-up. Ours "
+          "varies the learning rate at one warm-up length, not the warm-up length"),
     Claim("With warm-up, pre-norm is not always better at the end", "Nguyen & Salazar 2019",
-          ("block_post_norm", "baseline"), post_norm_not_worse),
+          ("block_post_norm", "baseline"), post_norm_not_worse, "paper",
+          "qualitative: with warm-up, post-norm is on par or better on high-resource pairs"),
     Claim("RMSNorm ≈ LayerNorm", "Zhang & Sennrich 2019", ("block_rmsnorm", "baseline"),
-          compare("block_rmsnorm", "baseline", "equivalent", "RMSNorm − LayerNorm")),
+          compare("block_rmsnorm", "baseline", "equivalent", "RMSNorm − LayerNorm"), "paper",
+          "\"comparable\" quality (and 7-64 % faster: a speed claim for benchmarks, not for this table)"),
     Claim("No residual → token representations collapse toward uniform", "Dong 2021",
-          ("block_no_residual", "baseline"), residual_collapse),
+          ("block_no_residual", "baseline"), residual_collapse, "proxy",
+          "theory: pure attention loses rank doubly exponentially with depth, for any weights. Cosine after training "
+          "also reads 1 in runs that learned nothing; the measurement at init is in the block section"),
     Claim("Low attention entropy goes with instability", "Zhai 2023", ("attn_single_head", "attn_no_scale"),
-          entropy_and_instability),
+          entropy_and_instability, "proxy",
+          "entropy and loss per step in runs that spike at a high learning rate; ours counts spikes in a loss logged "
+          "every log_every steps"),
     Claim("Denoising objectives beat plain LM on a recovery probe", "Raffel 2020 T2/T4", ("obj_mlm", "baseline"),
-          denoising_recovers),
+          denoising_recovers, "proxy",
+          "fine-tuned GLUE: BERT-style 82.96 vs prefix LM 80.69 (T4); fill-in accuracy is not a downstream score"),
     Claim("No causal mask → leaked, too-low train loss", "first principles", ("attn_single_head", "attn_no_mask"),
-          mask_leak),
+          mask_leak, "direct", "no published number: a model that sees the next token can copy it"),
     Claim("Swapping Q/K roles is a relabelling (no change)", "first principles", ("attn_qkv_swap", "attn_single_head"),
-          compare("attn_qkv_swap", "attn_single_head", "equivalent", "swapped − single-head")),
+          compare("attn_qkv_swap", "attn_single_head", "equivalent", "swapped − single-head"), "control",
+          "none: the roles are chunks of one projection with one init, so a swap must tie (a check of the code)"),
 )
 
 

@@ -84,9 +84,16 @@ def curves(logs: dict[str, pd.DataFrame], column: str, title: str, ylabel: str =
     return fig
 
 
-def length_sweep(table: pd.DataFrame, block_size: int):
+def unigram_line(ax, unigram: float | None) -> None:
+    """The no-context ceiling: a character model cannot lose much more than this, so growth saturates near it."""
+    if unigram is not None:
+        ax.axhline(unigram, color="black", ls=":", lw=1, label=f"unigram, no context ({unigram:.2f})")
+
+
+def length_sweep(table: pd.DataFrame, block_size: int, unigram: float | None = None):
     """Loss vs evaluation length; methods with no value at a length (learned) are left out there, not faked."""
     fig, ax = plt.subplots(figsize=(7, 4))
+    unigram_line(ax, unigram)
     for name, row in table.iterrows():
         xs = [m for m in table.columns if pd.notna(row[m])]
         ax.plot([m * block_size for m in xs], [row[m] for m in xs], marker="o", label=name)
@@ -99,8 +106,9 @@ def length_sweep(table: pd.DataFrame, block_size: int):
     return fig
 
 
-def per_position(series: dict[str, list[float]], length: int, block_size: int):
+def per_position(series: dict[str, list[float]], length: int, block_size: int, unigram: float | None = None):
     fig, ax = plt.subplots(figsize=(7, 4))
+    unigram_line(ax, unigram)
     for name, values in series.items():
         xs = np.linspace(0, length, num=len(values), endpoint=False) + length / len(values) / 2
         ax.plot(xs, values, label=name)

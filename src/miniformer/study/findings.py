@@ -45,6 +45,9 @@ class Finding(Judgement):
 
     claim: str
     source: str
+    test: str = "the paper's test"  # how our measurement relates to the source's (claims.TESTS)
+    counted: bool = True  # False for a proxy or a control: shown, labelled, kept out of the verdict totals
+    source_numbers: str = ""  # the source's own numbers for the claim
 
 
 class Metrics:
