@@ -388,3 +388,14 @@ def test_proxies_and_controls_are_labelled_and_kept_out_of_the_totals():
     for f in found:
         f.verdict = "reproduced"
     assert verdict_totals(found)["reproduced"] == len(found) - len(proxies)
+
+
+def test_dong_is_judged_at_init_from_the_init_probe():
+    init = {"depths": [1, 8], "inits": 4,
+            "without_residual": {"cosine": [[0.5, 0.6, 0.55, 0.58], [0.98, 0.99, 0.97, 0.99]]},
+            "with_residual": {"cosine": [[0.05, 0.04, 0.06, 0.05], [0.3, 0.28, 0.31, 0.29]]}}
+    claim = "Without residuals token states collapse toward uniform with depth"
+    assert by_claim({"baseline": base()}, init=init)[claim] == "reproduced"
+    flat = {**init, "without_residual": {"cosine": [[0.3, 0.28, 0.31, 0.29], [0.3, 0.28, 0.31, 0.29]]}}
+    assert by_claim({"baseline": base()}, init=flat)[claim] != "reproduced"
+    assert by_claim({"baseline": base()})[claim] == "not run"  # no init probe: nothing to judge

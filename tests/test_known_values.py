@@ -15,6 +15,7 @@ from miniformer.evaluation.attention import head_stats
 from miniformer.evaluation.losses import length_sweep
 from miniformer.evaluation.subject import Subject
 from miniformer.evaluation.uniformity import uniformity
+from miniformer.network.model import MiniFormer, ModelConfig
 from miniformer.network.objectives import OBJECTIVES, Specials
 from miniformer.network.positions import (
     ALiBi,
@@ -302,3 +303,32 @@ def test_run_scalars_take_each_number_from_its_own_field():
 def test_objectives_batches_are_what_the_evaluator_reads():  # the stand-in evaluator uses the real objectives
     assert evaluator(Stub()).objective is OBJECTIVES["causal"]
     assert Specials(8).model_vocab == 8 + 1 + 32
+
+
+# --- Dong 2021 at initialisation --------------------------------------------------------------------------------------
+
+
+def test_token_states_grow_alike_with_depth_at_init_without_residuals_and_stay_apart_with_them():
+    from miniformer.evaluation.init_uniformity import rank_one_residual, uniformity_at_init
+
+    cfg = ModelConfig(vocab_size=20, block_size=16, n_layer=1, n_head=2, n_embd=16, pos="rope")
+    init = uniformity_at_init(cfg, depths=(1, 4), inits=4)
+    mean = {k: [sum(v) / len(v) for v in init[k]["cosine"]] for k in ("with_residual", "without_residual")}
+    assert mean["without_residual"][1] > mean["without_residual"][0] + 0.1  # deeper: more alike
+    assert mean["without_residual"][1] > mean["with_residual"][1] + 0.1  # the skips keep them apart
+    assert len(init["with_residual"]["cosine"][0]) == 4 and init["depths"] == [1, 4]
+    same = torch.ones(2, 5, 3)
+    assert rank_one_residual(same) == pytest.approx(0.0, abs=1e-6)  # one state everywhere: rank one
+    assert rank_one_residual(torch.tensor([[[1.0, 0.0], [-1.0, 0.0]]])) == pytest.approx(1.0)  # mean zero
+
+
+def test_the_init_probe_uses_the_same_weights_with_and_without_the_skips():
+    """The skip has no parameters: one seed gives one set of weights, so the comparison is paired."""
+    import dataclasses
+
+    cfg = ModelConfig(vocab_size=20, block_size=8, n_layer=2, n_head=2, n_embd=16)
+    torch.manual_seed(3)
+    a = MiniFormer(dataclasses.replace(cfg, residual=True)).state_dict()
+    torch.manual_seed(3)
+    b = MiniFormer(dataclasses.replace(cfg, residual=False)).state_dict()
+    assert a.keys() == b.keys() and all(torch.equal(a[k], b[k]) for k in a)

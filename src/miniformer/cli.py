@@ -71,7 +71,8 @@ RUN_FLAGS = ("results", "data")  # what the commands that use a trained run read
 # The study-wide flags each command reads; it is offered no other, so a flag that would do nothing is refused.
 COMMAND_FLAGS: dict[str, tuple[str, ...]] = {
     "prepare": ("params", "profile"), "train": STUDY_FLAGS, "evaluate": STUDY_FLAGS, "run-experiment": STUDY_FLAGS,
-    "aggregate": ("params", "profile", "results"), "report": STUDY_FLAGS, "dvc-record": ("params", "profile"),
+    "aggregate": ("params", "profile", "results"), "init-probe": ("params", "profile", "results"),
+    "report": STUDY_FLAGS, "dvc-record": ("params", "profile"),
     "crosscheck": STUDY_FLAGS, "list": ("params", "profile"), "settle-times": (), "runs": ("results",),
     "generate": RUN_FLAGS, "score": RUN_FLAGS, "export": RUN_FLAGS, "attention": RUN_FLAGS,
 }
@@ -138,6 +139,14 @@ def cmd_run_experiment(args) -> None:
         train_one(study, name, seed, args.results, args.data, "auto")
     for name, seed in runs:
         evaluate_one(study, name, seed, args.results, args.data)
+
+
+def cmd_init_probe(args) -> None:
+    from miniformer.stages.init_probe import INIT_FILE, init_probe
+
+    _writable(args.results)
+    init_probe(_study(args), Path(args.results))
+    print(f"token uniformity against depth at init -> {Path(args.results) / INIT_FILE}")
 
 
 def cmd_aggregate(args) -> None:
@@ -320,6 +329,7 @@ def build_parser() -> argparse.ArgumentParser:
     sp = add("run-experiment", cmd_run_experiment, "train, then evaluate, every seed of one experiment (the DVC stage)")
     sp.add_argument("experiment", help="experiment name from params.yaml")
     add("aggregate", cmd_aggregate, "collect every run into results/metrics.json and tables")
+    add("init-probe", cmd_init_probe, "token uniformity against depth at initialisation, with and without residuals")
     sp = add("report", cmd_report, "figures + verdicts -> report/report.html")
     sp.add_argument("--out", default="report/report.html", help="the report file (default: report/report.html)")
     sp = add("dvc-record", cmd_dvc_record, "commit to dvc.lock exactly the DVC stages whose Snakemake jobs ran")

@@ -46,6 +46,7 @@ def run_name(results: Path, folder: Path) -> str:
 def seed_of(folder: Path) -> int:
     return int(Path(folder).name.removeprefix("seed"))
 
+INIT_FILE = "init_uniformity.json"  # under results/: token uniformity against depth at init (stages/init_probe.py)
 # What a missing or unreadable result file asks the user to do.
 STAGES_FIRST = "run its train/evaluate stage first (snakemake or dvc repro)"
 

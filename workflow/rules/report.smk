@@ -4,6 +4,7 @@ rule report:
         rules.aggregate.output.metrics,
         rules.aggregate.output.windows,
         rules.aggregate.output.perf,  # the throughput figure and table
+        rules.init_probe.output,  # uniformity against depth at init
         f"{SIGNATURES}/study.json",
         f"{SIGNATURES}/findings.json",
         # the peer's table joins the report once `snakemake crosscheck` has made it (it is its own, optional target)

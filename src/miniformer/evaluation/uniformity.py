@@ -4,18 +4,24 @@ from __future__ import annotations
 
 import torch
 import torch.nn.functional as F
+from torch import Tensor
 
 from miniformer.evaluation.subject import Measured, Subject
 from miniformer.runtime.scoring import windows
 
 
-@torch.no_grad()
-def uniformity(s: Subject) -> Measured:
-    """Mean pairwise cosine similarity of the last block's token states within a sequence."""
-    tokens = windows(s.data.splits["val"], s.T + 1)[:8]
-    h = s.model(tokens[:, :-1].to(s.device), return_hidden=True)["hidden"].float()
-    h = F.normalize(h, dim=-1)
+def mean_pairwise_cosine(h: Tensor) -> float:
+    """Mean cosine similarity between different positions' states within a sequence (1 = all alike), over the batch."""
+    h = F.normalize(h.float(), dim=-1)
     sim = h @ h.transpose(1, 2)
     T = sim.size(1)
     off_diag = sim.sum((1, 2)) - sim.diagonal(dim1=1, dim2=2).sum(1)
-    return Measured({"hidden_uniformity": float((off_diag / (T * (T - 1))).mean())})
+    return float((off_diag / (T * (T - 1))).mean())
+
+
+@torch.no_grad()
+def uniformity(s: Subject) -> Measured:
+    """Mean pairwise cosine similarity of the last block's token states on held-out windows."""
+    tokens = windows(s.data.splits["val"], s.T + 1)[:8]
+    h = s.model(tokens[:, :-1].to(s.device), return_hidden=True)["hidden"]
+    return Measured({"hidden_uniformity": mean_pairwise_cosine(h)})

@@ -13,9 +13,10 @@ import os
 import time
 from pathlib import Path
 
-from miniformer.layout import DATA_DIR, RESULTS
+from miniformer.layout import DATA_DIR, INIT_FILE, RESULTS
 
-AGGREGATES = ("metrics.json", "headline.json", "windows.json", "perf.json", "verdicts.json", "tables", "plots")
+AGGREGATES = ("metrics.json", "headline.json", "windows.json", "perf.json", INIT_FILE, "verdicts.json", "tables",
+              "plots")
 
 
 def dag_levels(root: Path) -> list[list[Path]]:

@@ -14,7 +14,16 @@ import torch
 from jinja2 import Environment, PackageLoader, select_autoescape
 from markupsafe import Markup
 
-from miniformer.layout import DATA_DIR, STAGES_FIRST, eval_dir, loss_at_key, past_block_key, run_dir, seed_folder
+from miniformer.layout import (
+    DATA_DIR,
+    INIT_FILE,
+    STAGES_FIRST,
+    eval_dir,
+    loss_at_key,
+    past_block_key,
+    run_dir,
+    seed_folder,
+)
 from miniformer.network.objectives import PROBE_CANDIDATES
 from miniformer.params import RunConfig, Study
 from miniformer.runtime import files
@@ -204,6 +213,8 @@ def block_section(r: ReportInputs) -> dict:
                                           "Block variants: train loss"))
     finals = {e: m.mean(e, "val_loss") for e in block_exps if m.mean(e, "val_loss") is not None}
     r.draw("block_bars", figures.bars(finals, {r.study.reference: m.noise()}, "Block variants", "val loss"))
+    if r.ev.init:
+        r.draw("init_uniformity", figures.uniformity_vs_depth(r.ev.init))
     return {"uniformity": [(e, m.mean(e, "hidden_uniformity"), m.mean(e, "loss_spikes"), m.any_true(e, "diverged"))
                            for e in block_exps]}
 
@@ -267,7 +278,8 @@ def load_evidence(study: Study, results: Path, data_dir: Path) -> Evidence:
     samples = read_json(results / "windows.json", again) if (results / "windows.json").exists() else {}
     sweeps = {e: [(name, study.config(name, study.seeds_for(name)[0]).train.lr) for name in study.sweep_of(e)]
               for e in study.experiments}
-    return Evidence(nested, samples, study.findings, unigram_loss(data_dir), sweeps, study.reference)
+    init = read_json(results / INIT_FILE, "run `miniformer init-probe`") if (results / INIT_FILE).exists() else None
+    return Evidence(nested, samples, study.findings, unigram_loss(data_dir), sweeps, study.reference, init)
 
 
 def environment(base: RunConfig, perf: dict) -> dict[str, str]:

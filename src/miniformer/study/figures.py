@@ -186,3 +186,28 @@ def effects_over_training(effects: dict[str, list]):
     ax.set_title("Effects over training (bands: the claims' intervals)")
     ax.legend(fontsize=7, loc="best")
     return fig
+
+
+def uniformity_vs_depth(init: dict):
+    """Mean pairwise cosine of token states against depth at initialisation, with and without residuals; the band is
+    the 95 % range of the mean over random inits (t interval)."""
+    from miniformer.study.stats import t_quantile
+
+    fig, ax = plt.subplots(figsize=(7, 3.8))
+    depths = init["depths"]
+    for name, label in (("without_residual", "without residuals"), ("with_residual", "with residuals")):
+        per_depth = [np.asarray(v, dtype=float) for v in init[name]["cosine"]]
+        means = np.array([v.mean() for v in per_depth])
+        half = np.array([t_quantile(0.95, len(v) - 1) * v.std(ddof=1) / np.sqrt(len(v)) if len(v) > 1 else 0.0
+                         for v in per_depth])
+        ax.plot(depths, means, marker="o", label=label)
+        ax.fill_between(depths, means - half, means + half, alpha=0.25)
+    ax.set_xscale("log", base=2)
+    ax.set_xticks(depths, [str(d) for d in depths])
+    ax.set_ylim(0, 1.02)
+    ax.set_xlabel("depth (blocks), freshly initialised")
+    ax.set_ylabel("mean cosine between token states")
+    ax.set_title(f"Token uniformity at init ({init['inits']} random inits per point)")
+    ax.legend(fontsize=8)
+    ax.grid(alpha=0.3)
+    return fig

@@ -86,8 +86,10 @@ class Evidence:
         unigram: float | None = None,
         sweeps: dict[str, list[tuple[str, float]]] | None = None,
         reference: str = REFERENCE,
+        init: dict | None = None,
     ) -> None:
         self.m, self.reference = Metrics(nested, reference), reference
+        self.init = init  # token uniformity against depth at initialisation (stages/init_probe.py), if it ran
         self.cfg = cfg or FindingsConfig()
         self.interval = Interval(self.cfg.confidence, self.cfg.bootstrap)
         self.samples = {e: {k: Samples(v) for k, v in runs.items()} for e, runs in (samples or {}).items()}
