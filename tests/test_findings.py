@@ -45,7 +45,7 @@ def test_claims_follow_the_numbers():
     assert v["ALiBi stays flat past the training length"] == "reproduced"
     assert v["Learned absolute positions cannot extrapolate"] == "reproduced"
     assert v["RMSNorm ≈ LayerNorm"] == "reproduced"
-    assert v["No residual → token representations collapse toward uniform"] == "reproduced"
+    assert v["No residual trains worse, even at its best learning rate"] == "reproduced"
     assert v["Masked LM without positions fails"] == "reproduced"
     assert v["Denoising objectives beat plain LM on a recovery probe"] == "reproduced"
     assert v["Head count has a U-shape at fixed width"] == "not run"
@@ -211,15 +211,11 @@ CLAIM_CASES = [
     ("With warm-up, pre-norm is not always better at the end", {"block_post_norm": seeds(2.5)}, "not reproduced"),
     ("With warm-up, pre-norm is not always better at the end", {}, "not run"),
     ("RMSNorm ≈ LayerNorm", {}, "not run"),
-    ("No residual → token representations collapse toward uniform",
-     {"block_no_residual": seeds(3.0, hidden_uniformity=0.99)}, "reproduced"),
-    ("No residual → token representations collapse toward uniform",
-     {"block_no_residual": seeds(3.0, hidden_uniformity=0.4)}, "not reproduced"),
-    ("No residual → token representations collapse toward uniform",
-     {"block_no_residual": seeds(1.9, hidden_uniformity=0.99)}, "not reproduced"),
-    ("No residual → token representations collapse toward uniform",
-     {"block_no_residual": seeds(3.0, hidden_uniformity=0.5)}, "within noise"),
-    ("No residual → token representations collapse toward uniform", {}, "not run"),
+    ("No residual trains worse, even at its best learning rate", {"block_no_residual": seeds(3.0)}, "reproduced"),
+    ("No residual trains worse, even at its best learning rate", {"block_no_residual": seeds(1.9)}, "not reproduced"),
+    ("No residual trains worse, even at its best learning rate", {}, "not run"),
+    # judged from the init probe, not from metrics (test_dong_is_judged_at_init_from_the_init_probe)
+    ("Without residuals token states collapse toward uniform with depth", {}, "not run"),
     ("Low attention entropy goes with instability",
      {**ENTROPY, "attn_no_scale": seeds(2.0, attention_entropy=1.0, loss_spikes=20)}, "reproduced"),
     ("Low attention entropy goes with instability",  # 3 spikes against 0: a Poisson count that small is noise
@@ -227,6 +223,8 @@ CLAIM_CASES = [
     ("Low attention entropy goes with instability",
      {**ENTROPY, "attn_no_scale": seeds(2.0, attention_entropy=3.0, loss_spikes=20)}, "not reproduced"),
     ("Low attention entropy goes with instability", ENTROPY, "not run"),
+    ("Low attention entropy goes with instability",  # the detector fired nowhere: no evidence either way
+     {**ENTROPY, "attn_no_scale": seeds(2.0, attention_entropy=1.0, loss_spikes=0)}, "untestable"),
     ("Denoising objectives beat plain LM on a recovery probe", {"obj_mlm": seeds(1.5, recovery_accuracy=0.1)},
      "not reproduced"),
     ("Denoising objectives beat plain LM on a recovery probe", {"obj_mlm": seeds(1.5, recovery_accuracy=0.302)},
@@ -347,10 +345,16 @@ def test_a_failure_is_called_architectural_only_if_every_learning_rate_fails():
     assert set(rows) == {"block_no_residual", "block_post_norm"}  # sweep points are read through their experiment
 
 
+INIT_JUDGED = {"Without residuals token states collapse toward uniform with depth"}
+
+
 @pytest.mark.parametrize("claim", CLAIMS, ids=[c.claim[:40] for c in CLAIMS])
 def test_each_claim_reads_the_runs_its_row_names(claim):
     """A row's runs are what its judgement needs: with any one of them missing (the baseline aside, which every
     interval reads) the verdict is 'not run', and required_experiments holds every one."""
+    if not claim.runs:  # judged from the init probe, not from runs: its own test covers every verdict
+        assert claim.claim in INIT_JUDGED
+        return
     reproduced = [runs for name, runs, verdict in CLAIM_CASES if name == claim.claim and verdict == "reproduced"]
     assert reproduced, f"no reproduced case for {claim.claim!r}"
     assert set(claim.runs) <= required_experiments()

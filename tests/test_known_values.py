@@ -332,3 +332,21 @@ def test_the_init_probe_uses_the_same_weights_with_and_without_the_skips():
     torch.manual_seed(3)
     b = MiniFormer(dataclasses.replace(cfg, residual=False)).state_dict()
     assert a.keys() == b.keys() and all(torch.equal(a[k], b[k]) for k in a)
+
+
+# --- the loss-spike detector (Zhai 2023) ------------------------------------------------------------------------------
+
+
+def test_the_spike_detector_fires_on_a_spike_and_not_on_a_smooth_or_noisy_falling_curve():
+    from miniformer.training.divergence import count_spikes
+
+    rng = np.random.default_rng(0)
+    smooth = [3.2 * 0.995**t + 1.5 for t in range(300)]
+    noisy = [v * (1 + 0.02 * rng.standard_normal()) for v in smooth]  # per-step noise of a few per cent
+    assert count_spikes(smooth) == 0 and count_spikes(noisy) == 0
+    spiked = list(noisy)
+    spiked[150:154] = [v * 1.6 for v in spiked[150:154]]  # one spike, four steps long
+    spiked[220] *= 2.0  # and a second, one step long
+    assert count_spikes(spiked) == 2
+    assert count_spikes(spiked[:40]) == 0  # before a full window nothing is judged
+    assert count_spikes([2.0] * 30 + [float("nan")] + [2.0] * 5) == 0  # a non-finite loss is no spike here

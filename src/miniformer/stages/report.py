@@ -72,6 +72,11 @@ class RunFiles:
     def generations(self, exp: str) -> dict:
         return read_json(eval_dir(self.results, exp, self.seed(exp)) / "generations.json")
 
+    def step_losses(self, exp: str) -> list[float]:
+        """The train loss of every step (curve.json), [] for a run trained before it was kept."""
+        path = run_dir(self.results, exp, self.seed(exp)) / "curve.json"
+        return read_json(path).get("train_loss_per_step", []) if path.exists() else []
+
     def samples(self, exp: str) -> list[dict]:
         path = run_dir(self.results, exp, self.seed(exp)) / "samples.jsonl"
         return [json.loads(line) for line in path.read_text(encoding="utf-8").splitlines()] if path.exists() else []
@@ -172,12 +177,13 @@ def attention_section(r: ReportInputs) -> dict:
     if nomask:
         r.draw("heat_nomask", figures.attention_heatmap(nomask["weights"][-1][0], nomask["tokens"],
                                                         "single head, last layer, NO causal mask"))
-    ent_logs = {e: files.log(e) for e in r.present(list(ENTROPY_RUNS))}
+    ent_runs = r.present([name for e in ENTROPY_RUNS if e in r.study.experiments for name in r.study.sweep_of(e)])
+    ent_logs = {e: files.log(e) for e in ent_runs}
     if ent_logs:
         for df in ent_logs.values():
             cols = [c for c in df.columns if c.startswith("entropy_")]
             df["mean_entropy"] = df[cols].mean(axis=1) if cols else None
-        r.draw("entropy", figures.curves(ent_logs, "mean_entropy", "Attention entropy during training", "nats"))
+        r.draw("entropy", figures.loss_and_entropy({e: (files.step_losses(e), ent_logs[e]) for e in ent_runs}))
     attn_exps = r.present(group_of(r.study, "attention"))
     r.draw("attn_curves", figures.curves({e: files.log(e) for e in attn_exps}, "train_loss",
                                          "Attention breakages: train loss"))

@@ -220,12 +220,29 @@ def residual_trains_worse(ev: Evidence) -> Judgement:
                      greater(d_loss), {"val loss": d_loss})
 
 
+def highest_rate_run(ev: Evidence, exp: str) -> str:
+    """The run of exp's learning-rate sweep (itself included) at the highest rate."""
+    return max(ev.sweeps.get(exp, [(exp, 0.0)]), key=lambda point: point[1])[0]
+
+
 def entropy_and_instability(ev: Evidence) -> Judgement:
-    """Zhai 2023: the unscaled model's lower attention entropy goes with more loss spikes."""
-    ent = ev.scalar_effect("attn_single_head", "attn_no_scale", "attention_entropy")
-    spikes = ev.count_effect("attn_no_scale", "attn_single_head", "loss_spikes")
-    return Judgement(f"scaled − unscaled entropy = {ev.text(ent)} nats; unscaled − scaled loss spikes = "
-                     f"{ev.text(spikes)}", all_of([greater(ent), greater(spikes)]), {"entropy": ent, "spikes": spikes})
+    """Zhai 2023: at a high learning rate the unscaled head's attention entropy collapses and its loss spikes; the
+    scaled head's does not. Spikes are counted per step against a running median (training/divergence.py); when the
+    detector fires in none of the runs, the claim is untestable at this budget, not 'within noise'."""
+    runs = [name for exp in ("attn_single_head", "attn_no_scale") for name, _ in ev.sweeps.get(exp, [(exp, 0.0)])]
+    runs = [r for r in runs if ev.m.has(r)]
+    scaled, unscaled = highest_rate_run(ev, "attn_single_head"), highest_rate_run(ev, "attn_no_scale")
+    if not (ev.m.has(scaled) and ev.m.has(unscaled)):
+        return Judgement("runs missing", "not run")
+    events = sum((ev.m.mean(r, "loss_spikes") or 0) + ev.m.any_true(r, "diverged") for r in runs)
+    ent = ev.scalar_effect(scaled, unscaled, "attention_entropy")
+    spikes = ev.count_effect(unscaled, scaled, "loss_spikes")
+    text = (f"at the highest rate ({scaled} vs {unscaled}): scaled − unscaled entropy = {ev.text(ent)} nats; "
+            f"unscaled − scaled loss spikes (per step, > 1.2 × the running median of 25 steps) = {ev.text(spikes)}")
+    if not events:
+        return Judgement(f"untestable at this budget: no spike or divergence in any of {len(runs)} runs "
+                         f"({', '.join(runs)}); {text}", "untestable", {"entropy": ent, "spikes": spikes})
+    return Judgement(text, all_of([greater(ent), greater(spikes)]), {"entropy": ent, "spikes": spikes})
 
 
 def denoising_recovers(ev: Evidence) -> Judgement:
@@ -310,15 +327,15 @@ CLAIMS: tuple[Claim, ...] = (
           compare("block_rmsnorm", "baseline", "equivalent", "RMSNorm − LayerNorm"), "paper",
           "\"comparable\" quality (and 7-64 % faster: a speed claim for benchmarks, not for this table)"),
     Claim("Without residuals token states collapse toward uniform with depth", "Dong 2021 Thm. 2.2",
-          ("block_no_residual", "baseline"), collapse_at_init, "paper",
+          (), collapse_at_init, "paper",
           "theory, for any weights: pure attention loses rank doubly exponentially with depth; skip connections "
           "prevent it. Measured here at initialisation, over random inits"),
     Claim("No residual trains worse, even at its best learning rate", "Dong 2021 §4", ("block_no_residual", "baseline"),
           residual_trains_worse, "direct", "no loss number: networks without skips are argued to be hard to train"),
-    Claim("Low attention entropy goes with instability", "Zhai 2023", ("attn_single_head", "attn_no_scale"),
-          entropy_and_instability, "proxy",
-          "entropy and loss per step in runs that spike at a high learning rate; ours counts spikes in a loss logged "
-          "every log_every steps"),
+    Claim("Low attention entropy goes with instability", "Zhai 2023 Figs. 1-2", ("attn_single_head", "attn_no_scale"),
+          entropy_and_instability, "paper",
+          "qualitative: in runs at a high learning rate, attention entropy collapses as the loss spikes or diverges; "
+          "here loss per step and entropy every log_every steps, scaled vs unscaled head at the highest rate"),
     Claim("Denoising objectives beat plain LM on a recovery probe", "Raffel 2020 T2/T4", ("obj_mlm", "baseline"),
           denoising_recovers, "proxy",
           "fine-tuned GLUE: BERT-style 82.96 vs prefix LM 80.69 (T4); fill-in accuracy is not a downstream score"),

@@ -84,6 +84,23 @@ def curves(logs: dict[str, pd.DataFrame], column: str, title: str, ylabel: str =
     return fig
 
 
+def loss_and_entropy(runs: dict[str, tuple[list[float], pd.DataFrame]]):
+    """Zhai et al.'s view: the train loss of every step above, the mean attention entropy below, per run."""
+    fig, (top, bottom) = plt.subplots(2, 1, figsize=(7, 5.5), sharex=True)
+    for name, (losses, log) in runs.items():
+        line = top.plot(range(1, len(losses) + 1), losses, lw=0.8, label=name)[0]
+        if "mean_entropy" in log and log["mean_entropy"].notna().any():
+            bottom.plot(log["step"], log["mean_entropy"], marker=".", color=line.get_color(), label=name)
+    top.set_ylabel("train loss (every step)")
+    bottom.set_ylabel("attention entropy (nats)")
+    bottom.set_xlabel("step")
+    top.set_title("Loss spikes and attention entropy")
+    top.legend(fontsize=7)
+    for ax in (top, bottom):
+        ax.grid(alpha=0.3)
+    return fig
+
+
 def unigram_line(ax, unigram: float | None) -> None:
     """The no-context ceiling: a character model cannot lose much more than this, so growth saturates near it."""
     if unigram is not None:

@@ -20,7 +20,9 @@ from dataclasses import dataclass
 
 import numpy as np
 
-VERDICTS = ("reproduced", "not reproduced", "within noise", "not run")
+# "untestable": the design ran, but its instrument cannot decide the claim at this budget (say, a spike detector
+# that fired in no run): not evidence either way, and said so instead of "within noise".
+VERDICTS = ("reproduced", "not reproduced", "within noise", "untestable", "not run")
 
 
 # --- quantiles (no scipy dependency) ---------------------------------------------------------------------------------

@@ -16,13 +16,20 @@ def divergence_at(step: int, loss: float, grad_norm: float, first_loss: float | 
     return None
 
 
-def count_spikes(losses: list[float], factor: float = 1.5) -> int:
-    """Logged train losses more than ``factor`` × the running minimum so far: how often training jumped back up."""
-    spikes, best = 0, math.inf
-    for loss in losses:
-        if loss is None or not math.isfinite(loss):
-            continue
-        if loss > factor * best:
-            spikes += 1
-        best = min(best, loss)
+SPIKE_WINDOW = 25  # steps: the running median a step's loss is compared with
+SPIKE_RISE = 0.2  # a spike: the loss more than 20 % above that median (per-step noise here is a few per cent)
+
+
+def count_spikes(losses: list[float], window: int = SPIKE_WINDOW, rise: float = SPIKE_RISE) -> int:
+    """Loss spikes in a per-step train loss: onsets of runs of steps whose loss exceeds (1 + rise) × the median of the
+    ``window`` steps before it (Zhai et al. 2023 follow loss per step). A falling curve never fires: its recent median
+    is above the current loss; a consecutive stretch above the median is one spike."""
+    spikes, inside = 0, False
+    for t in range(window, len(losses)):
+        recent = sorted(x for x in losses[t - window : t] if x is not None and math.isfinite(x))
+        loss = losses[t]
+        finite = loss is not None and math.isfinite(loss)
+        high = bool(recent) and finite and loss > (1 + rise) * recent[len(recent) // 2]
+        spikes += high and not inside
+        inside = high
     return spikes

@@ -20,7 +20,8 @@ def write_outputs(tr: Trainer) -> dict:
     write_log_tsv(out / "log.tsv", rows)
     atomic_write_text(out / "samples.jsonl", "".join(json.dumps(s, ensure_ascii=False) + "\n"
                                                     for s in tr.logs["samples"]))
-    write_json(out / "curve.json", {"eval_every": t.eval_every, "points": tr.logs["curve"]})
+    write_json(out / "curve.json", {"eval_every": t.eval_every, "points": tr.logs["curve"],
+                                    "train_loss_per_step": tr.logs["losses"]})
     last, div = (rows[-1] if rows else {}), tr.divergence
     metrics = {
         "steps_done": tr.step if not div else div["step"],
@@ -31,7 +32,7 @@ def write_outputs(tr: Trainer) -> dict:
         "divergence_step": div["step"] if div else None,
         "divergence_reason": div["reason"] if div else None,
         "n_params": count_params(tr.model),
-        "loss_spikes": count_spikes([r["train_loss"] for r in rows]),
+        "loss_spikes": count_spikes(tr.logs["losses"]),
         "fingerprint": fingerprint(tr.run),  # evaluate and aggregate check what they read against these
         "config_fingerprint": tr.run.config_fingerprint(),
     }

@@ -29,7 +29,9 @@ from miniformer.training.divergence import divergence_at
 from miniformer.training.folder import RunFolder
 from miniformer.training.logs import DvcLiveMirror, make_bar, peak_memory_mb
 
-LOGS = ("rows", "samples", "curve")  # the per-step logs a checkpoint carries, so a resumed run keeps them whole
+# What a checkpoint carries so that a resumed run keeps its logs whole: step-log rows, demos, val-curve points, and
+# the train loss of every step (the spike detector reads it).
+LOGS = ("rows", "samples", "curve", "losses")
 
 
 def build_model(run: RunConfig, base_vocab: int) -> tuple[MiniFormer, Specials]:
@@ -144,6 +146,7 @@ class Trainer:
             loss, grad_norm = self.train_step()
             self.train_seconds += time.perf_counter() - t0
             self.first_loss = loss if self.first_loss is None else self.first_loss
+            self.logs["losses"].append(round(loss, 5))
             self.divergence = divergence_at(self.step, loss, grad_norm, self.first_loss, self.t.diverge_factor)
             if self.divergence:
                 break
