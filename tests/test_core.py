@@ -712,3 +712,54 @@ def test_dropout_reaches_the_embeddings_in_training_only():
     model.eval()
     model(idx)
     assert (seen[-1] == 0).float().mean().item() < 0.01
+
+
+# --- the Q/K/V breakages -----------------------------------------------------------------------------------------------
+
+
+def test_tied_query_and_key_give_symmetric_scores():
+    """k = q: score(i, j) = score(j, i), so log w_ij − log w_ji = log Z_j − log Z_i (the row normalisers) alone."""
+    torch.manual_seed(0)
+    attn = SelfAttention(16, 1, qk_tied=True).eval()
+    _, w = attn(torch.randn(1, 6, 16), None, return_weights=True)
+    m = (w[0, 0].log() - w[0, 0].log().T).double()
+    assert torch.allclose(m, m[0][None, :] - m[0][:, None], atol=1e-5)
+    untied = SelfAttention(16, 1).eval()
+    _, w = untied(torch.randn(1, 6, 16), None, return_weights=True)
+    m = (w[0, 0].log() - w[0, 0].log().T).double()
+    assert not torch.allclose(m, m[0][None, :] - m[0][:, None], atol=1e-3)
+
+
+def test_without_a_value_projection_the_values_are_the_input():
+    torch.manual_seed(0)
+    attn = SelfAttention(16, 2, value_proj=False).eval()
+    x = torch.randn(2, 5, 16)
+    y, w = attn(x, make_causal_mask(5), return_weights=True)
+    values = x.view(2, 5, 2, 8).transpose(1, 2)  # (B, H, T, D): the input split into heads
+    expected = attn.proj((w @ values).transpose(1, 2).reshape(2, 5, 16))
+    assert torch.allclose(y, expected, atol=1e-5)
+    fast, _ = attn(x, make_causal_mask(5))  # the SDPA path reads the same values
+    assert torch.allclose(fast, y, atol=1e-5)
+
+
+def test_roles_swapped_at_evaluation_equal_swapped_projection_rows():
+    """roles_permuted reads the trained fused projection with Q and K exchanged: the same as a model whose query and
+    key rows were exchanged by hand; and the roles come back afterwards."""
+    from miniformer.evaluation.role_swap import SWAPS, roles_permuted
+
+    torch.manual_seed(0)
+    cfg = ModelConfig(vocab_size=12, block_size=8, n_layer=2, n_head=2, n_embd=16, pos="rope")
+    model = MiniFormer(cfg).eval()
+    x = torch.randint(0, 12, (2, 8))
+    with torch.no_grad():
+        intact = model(x)["logits"]
+        with roles_permuted(model, SWAPS["swap_qk"]):
+            swapped = model(x)["logits"]
+        assert torch.equal(model(x)["logits"], intact)  # restored
+        by_hand = MiniFormer(cfg).eval()
+        by_hand.load_state_dict(model.state_dict())
+        for block in by_hand.blocks:
+            w = block.attn.qkv.weight
+            w.copy_(torch.cat([w[16:32], w[:16], w[32:]]))
+        assert torch.allclose(by_hand(x)["logits"], swapped, atol=1e-5)
+        assert not torch.allclose(swapped, intact, atol=1e-3)

@@ -244,6 +244,21 @@ CLAIM_CASES = [
     ("Swapping Q/K roles is a relabelling (no change)",
      {"attn_single_head": seeds(2.0), "attn_qkv_swap": seeds(2.3)}, "not reproduced"),
     ("Swapping Q/K roles is a relabelling (no change)", {"attn_single_head": seeds(2.0)}, "not run"),
+    ("The learned Q/K/V roles matter: swapped in the trained model, it breaks", {"baseline": base(
+        role_swap_intact=2.0, role_swap_swap_qk=3.0, role_swap_swap_qv=3.5, role_swap_swap_kv=3.2)}, "reproduced"),
+    ("The learned Q/K/V roles matter: swapped in the trained model, it breaks", {"baseline": base(
+        role_swap_intact=2.0, role_swap_swap_qk=2.0, role_swap_swap_qv=3.5, role_swap_swap_kv=3.2)}, "within noise"),
+    ("The learned Q/K/V roles matter: swapped in the trained model, it breaks", {}, "not run"),
+    ("Tied Q = K (symmetric scores) trains worse", {"attn_tied_qk": seeds(2.5), "attn_single_head": seeds(2.0)},
+     "reproduced"),
+    ("Tied Q = K (symmetric scores) trains worse", {"attn_tied_qk": seeds(1.9), "attn_single_head": seeds(2.0)},
+     "not reproduced"),
+    ("Tied Q = K (symmetric scores) trains worse", {"attn_single_head": seeds(2.0)}, "not run"),
+    ("One head needs no separate value projection", {"attn_no_value": seeds(2.0), "attn_single_head": seeds(2.0)},
+     "reproduced"),
+    ("One head needs no separate value projection", {"attn_no_value": seeds(2.5), "attn_single_head": seeds(2.0)},
+     "not reproduced"),
+    ("One head needs no separate value projection", {"attn_single_head": seeds(2.0)}, "not run"),
 ]
 
 

@@ -83,6 +83,7 @@ class EvalConfig:
     gen_multiples: list = field(default_factory=lambda: [1, 4])
     temperature: float = 0.8
     top_k: int = 20
+    role_swap: bool = False  # also score the val loss with the trained Q/K/V roles swapped (evaluation/role_swap.py)
 
 
 SECTIONS: dict[str, type] = {"data": DataConfig, "model": ModelConfig, "train": TrainConfig, "eval": EvalConfig}

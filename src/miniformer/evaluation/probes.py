@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
-from miniformer.evaluation import attention, generations, losses, order, probe, uniformity
+from miniformer.evaluation import attention, generations, losses, order, probe, role_swap, uniformity
 from miniformer.evaluation.subject import Measured, Subject
 
 PROBES: tuple[Callable[[Subject], Measured], ...] = (
@@ -17,4 +17,5 @@ PROBES: tuple[Callable[[Subject], Measured], ...] = (
     probe.shared_probe,
     attention.probe_line_maps,
     generations.generations,
+    role_swap.role_swap,
 )

@@ -156,6 +156,8 @@ class SelfAttention(nn.Module):
         head_merge: str = "concat",
         bias: bool = False,
         dropout: float = 0.0,
+        qk_tied: bool = False,
+        value_proj: bool = True,
     ) -> None:
         super().__init__()
         errors = attention_errors(n_embd, n_head, qkv_order, head_merge)
@@ -167,6 +169,11 @@ class SelfAttention(nn.Module):
         # One fused (C -> 3C) projection equals three separate ones (init_qkv_proj) but is one GEMM instead of three.
         self.qkv = nn.Linear(n_embd, 3 * n_embd, bias=bias)
         self.role = tuple(_ROLE_INDEX[r] for r in qkv_order)  # which third of qkv serves as Q, K, V
+        if qk_tied:  # the key is the query's projection: scores q_i·q_j are symmetric in i and j
+            self.role = (self.role[0], self.role[0], self.role[2])
+        # Without a value projection the values are the input itself; the value third of qkv is computed and unused
+        # (so parameter and FLOP counts stay those of the fused projection).
+        self.value_proj = value_proj
         self.head_merge = head_merge
         proj_in = n_embd if head_merge == "concat" else self.head_dim
         self.proj = nn.Linear(proj_in, n_embd, bias=bias)
@@ -195,6 +202,8 @@ class SelfAttention(nn.Module):
             q, k, v = split_heads_qkv(*(parts[i] for i in self.role), self.n_head)
         else:  # RoPE splits the same way, then rotates q and k (see positions.Rotary)
             q, k, v = (t.transpose(1, 2) for t in rotary(qkv, self.role))
+        if not self.value_proj:
+            v = x.view(x.size(0), x.size(1), self.n_head, self.head_dim).transpose(1, 2)
         if kv is not None:
             k, v = kv.append(k, v)
         if return_weights:

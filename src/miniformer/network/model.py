@@ -36,6 +36,8 @@ class ModelConfig:
     attn_scale: bool = True  # divide scores by √head_dim
     causal: bool = True  # causal mask for the causal-LM objective (False = the leaking "no mask" breakage)
     qkv_order: str = "qkv"  # which projection plays Q, K, V; "kqv" swaps the query and key roles
+    qk_tied: bool = False  # the key projection is the query's: symmetric scores (a breakage)
+    value_proj: bool = True  # False: the values are the block's input itself, no W_v
     head_merge: str = "concat"  # concat | mean
     norm: str = "layernorm"  # layernorm | rmsnorm
     norm_placement: str = "pre"  # pre | post
@@ -112,9 +114,8 @@ class Block(nn.Module):
         self.pre = cfg.norm_placement == "pre"
         self.residual = cfg.residual
         self.norm1 = make_norm(cfg.norm, cfg.n_embd, cfg.bias)
-        self.attn = SelfAttention(
-            cfg.n_embd, cfg.n_head, cfg.attn_scale, cfg.qkv_order, cfg.head_merge, cfg.bias, cfg.dropout
-        )
+        self.attn = SelfAttention(cfg.n_embd, cfg.n_head, cfg.attn_scale, cfg.qkv_order, cfg.head_merge, cfg.bias,
+                                  cfg.dropout, cfg.qk_tied, cfg.value_proj)
         self.norm2 = make_norm(cfg.norm, cfg.n_embd, cfg.bias)
         self.mlp = MLP(cfg)
 

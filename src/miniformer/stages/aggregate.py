@@ -71,6 +71,8 @@ def run_scalars(train: dict, ev: dict) -> dict:
         out[loss_at_key(m)] = r.get("loss") if r.get("applicable") else None
         if int(m) > 1:
             out[past_block_key(m)] = r.get("loss_beyond_block") if r.get("applicable") else None
+    for name, loss in ev.get("role_swap", {}).items():
+        out[f"role_swap_{name}"] = loss
     for m, r in ev.get("generation_stats", {}).items():
         out[f"gen_{m}x_distinct_2"] = r["distinct_2"]
         out[f"gen_{m}x_repetition"] = r["repetition"]

@@ -77,6 +77,8 @@ def peer_spec(run: RunConfig) -> PeerSpec:
             ("causal", m.causal),
             ("qkv_order", m.qkv_order == "qkv"),
             ("head_merge", m.head_merge == "concat"),
+            ("qk_tied", not m.qk_tied),
+            ("value_proj", m.value_proj),
         ]
         if not ok
     ]

@@ -17,7 +17,18 @@ from miniformer.errors import UserError
 from miniformer.layout import multiple_of_key
 from miniformer.study.findings import Evidence, Finding, Judgement
 from miniformer.study.roles import HEAD_RUNS, REFERENCE, STABILITY_ROWS
-from miniformer.study.stats import Estimate, Samples, all_of, at_most, equivalent, greater, seed_spread, source_quantity
+from miniformer.study.stats import (
+    Estimate,
+    Samples,
+    all_of,
+    at_most,
+    difference_quantity,
+    equivalent,
+    greater,
+    minus,
+    seed_spread,
+    source_quantity,
+)
 
 Judge = Callable[[Evidence], Judgement]
 
@@ -276,6 +287,34 @@ def mask_leak(ev: Evidence) -> Judgement:
                      {"train": leak, "restored": restored})
 
 
+def within_run_effect(ev: Evidence, exp: str, a: str, b: str) -> Estimate | None:
+    """Source a minus source b of the same runs (the same windows scored twice), e.g. a swapped-roles loss minus the
+    intact one: paired bootstrap over the windows plus the seed spread of that difference."""
+    if not ev.m.has(exp):
+        return None
+    if ev.runs(exp) and all(r.size(a) and r.size(b) for r in ev.runs(exp)):
+        return ev.paired(difference_quantity(a, b), [a, b], ev.runs(exp))
+    diffs = [minus(r.get(f"role_swap_{a.partition(':')[2]}"), r.get(f"role_swap_{b.partition(':')[2]}"))
+             for r in ev.m.nested.get(exp, {}).values()]
+    diffs = [d for d in diffs if d is not None]
+    if not diffs:
+        return None
+    sd, df = seed_spread(diffs)
+    return ev.interval.combine(sum(diffs) / len(diffs), 0.0, sd / math.sqrt(len(diffs)), df)
+
+
+def learned_roles_matter(ev: Evidence) -> Judgement:
+    """The course's question, asked of the trained reference: swap two of Q, K, V in every layer at evaluation."""
+    swaps = {name: within_run_effect(ev, "baseline", f"roles:{name}", "roles:intact")
+             for name in ("swap_qk", "swap_qv", "swap_kv")}
+    if all(e is None for e in swaps.values()):
+        return Judgement("the reference run was not scored with swapped roles (eval.role_swap)", "not run")
+    text = "; ".join(f"{name.removeprefix('swap_').upper()[0]}↔{name.removeprefix('swap_').upper()[1]} − intact "
+                     f"val loss = {ev.text(e)}" for name, e in swaps.items())
+    return Judgement(f"trained reference, roles swapped at evaluation: {text}",
+                     all_of([greater(e) for e in swaps.values()]), swaps)
+
+
 def _fmt(x: float | None) -> str:
     return "n/a" if x is None else f"{x:.3f}"
 
@@ -341,6 +380,15 @@ CLAIMS: tuple[Claim, ...] = (
           "fine-tuned GLUE: BERT-style 82.96 vs prefix LM 80.69 (T4); fill-in accuracy is not a downstream score"),
     Claim("No causal mask → leaked, too-low train loss", "first principles", ("attn_single_head", "attn_no_mask"),
           mask_leak, "direct", "no published number: a model that sees the next token can copy it"),
+    Claim("The learned Q/K/V roles matter: swapped in the trained model, it breaks", "first principles",
+          ("baseline",), learned_roles_matter, "direct",
+          "no published number: the course's question (scramble Q/K/V: can it still work?), asked of a trained model"),
+    Claim("Tied Q = K (symmetric scores) trains worse", "first principles", ("attn_tied_qk", "attn_single_head"),
+          compare("attn_tied_qk", "attn_single_head", "greater", "tied − untied"), "direct",
+          "no published number: with k = q, token i scores j exactly as j scores i, so attention cannot be directed"),
+    Claim("One head needs no separate value projection", "first principles", ("attn_no_value", "attn_single_head"),
+          compare("attn_no_value", "attn_single_head", "equivalent", "no W_v − with W_v"), "direct",
+          "no published number: for one head W_o·W_v is a single matrix, so dropping W_v loses no expressiveness"),
     Claim("Swapping Q/K roles is a relabelling (no change)", "first principles", ("attn_qkv_swap", "attn_single_head"),
           compare("attn_qkv_swap", "attn_single_head", "equivalent", "swapped − single-head"), "control",
           "none: the roles are chunks of one projection with one init, so a swap must tie (a check of the code)"),

@@ -87,6 +87,8 @@ class Samples:
             return self.raw.get(kind)
         if kind == "length":
             return self.raw.get("lengths", {}).get(key)
+        if kind == "roles":
+            return self.raw.get("role_swap", {}).get(key)
         if kind == "curve":
             curve = self.raw.get("curve")
             return None if curve is None or int(key) >= len(curve["windows"]) else curve["windows"][int(key)]
