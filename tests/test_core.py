@@ -714,7 +714,7 @@ def test_dropout_reaches_the_embeddings_in_training_only():
     assert (seen[-1] == 0).float().mean().item() < 0.01
 
 
-# --- the Q/K/V breakages -----------------------------------------------------------------------------------------------
+# --- the Q/K/V breakages ----------------------------------------------------------------------------------------------
 
 
 def test_tied_query_and_key_give_symmetric_scores():
