@@ -350,3 +350,50 @@ def test_the_spike_detector_fires_on_a_spike_and_not_on_a_smooth_or_noisy_fallin
     assert count_spikes(spiked) == 2
     assert count_spikes(spiked[:40]) == 0  # before a full window nothing is judged
     assert count_spikes([2.0] * 30 + [float("nan")] + [2.0] * 5) == 0  # a non-finite loss is no spike here
+
+
+# --- the downstream fine-tune (Raffel 2020) ---------------------------------------------------------------------------
+
+
+def test_next_line_pairs_are_balanced_and_true_pairs_follow_each_other():
+    from miniformer.evaluation.finetune import next_line_pairs, verse_lines
+
+    text = "ROMEO:\nBut soft what light\nthrough yonder window\nbreaks it is the east\n\nJULIET:\nO Romeo Romeo\n" \
+           "wherefore art thou\nRomeo deny thy father\n"
+    speeches = verse_lines(text, 5)
+    assert speeches == [["But soft what light", "through yonder window", "breaks it is the east"],
+                        ["O Romeo Romeo", "wherefore art thou", "Romeo deny thy father"]]
+    pairs = next_line_pairs(speeches, 8, seed=0)
+    assert sum(y for _, _, y in pairs) == len(pairs) // 2  # half true, half drawn elsewhere
+    follows = {(a, b) for lines in speeches for a, b in zip(lines, lines[1:])}
+    assert all(((a, b) in follows) == bool(y) for a, b, y in pairs)  # a label says exactly whether B follows A
+    assert next_line_pairs(speeches, 8, seed=0) == pairs  # the same items for every run
+
+
+@pytest.mark.parametrize("objective", ["causal", "mlm"])
+def test_the_finetune_probe_runs_end_to_end_on_a_tiny_model_and_leaves_it_untouched(objective):
+    from miniformer.evaluation.finetune import finetune
+    from miniformer.evaluation.subject import Subject
+    from miniformer.network.objectives import Specials
+    from miniformer.tokenizer import CharTokenizer
+
+    lines = [f"line {i} of the play, and {'more ' * (i % 3)}words" for i in range(400)]
+    text = "\n".join(f"SPEAKER {k}:\n" + "\n".join(lines[k * 8:(k + 1) * 8]) for k in range(50)) + "\n"
+    tok = CharTokenizer.train(text)
+    ids = np.asarray(tok.encode(text), dtype=np.uint16)
+    data = SimpleNamespace(vocab_size=tok.vocab_size, tokenizer=tok, splits={s: ids for s in ("train", "val", "test")})
+    params = tiny_params("corpus.txt")
+    params["train"]["objective"] = objective
+    params["eval"].update(finetune=True, finetune_steps=3, finetune_items=16)
+    params["model"]["block_size"] = 32
+    run = Study(params).config("baseline", 0)
+    torch.manual_seed(0)
+    model = MiniFormer(ModelConfig(**{**run.model.to_dict(), "vocab_size": Specials(tok.vocab_size).model_vocab}))
+    before = {k: v.clone() for k, v in model.state_dict().items()}
+    measured = finetune(Subject(run, model.eval(), data, torch.device("cpu")))
+    result = measured.values["finetune"]
+    assert result["items"] == 16 == len(measured.samples["finetune"]) and result["train_pairs"] == 3 * 8
+    assert 0.0 <= result["accuracy"] <= 1.0 and set(measured.samples["finetune"]) <= {0, 1}
+    assert all(torch.equal(before[k], v) for k, v in model.state_dict().items())  # it fine-tuned a copy
+    run_off = Study(tiny_params("corpus.txt")).config("baseline", 0)  # eval.finetune off: nothing measured
+    assert finetune(Subject(run_off, model, data, torch.device("cpu"))).values == {}

@@ -9,6 +9,7 @@ Every unknown key, wrong type or impossible combination is one ``UserError`` lin
 from __future__ import annotations
 
 import copy
+import dataclasses
 import difflib
 import hashlib
 import json
@@ -54,6 +55,7 @@ class TrainConfig:
     lr: float = 2e-3
     min_lr: float = 2e-4
     warmup: int = 30
+    warmup_frac: float = 0.0  # > 0: the warm-up is this share of train.steps instead (so it scales with a profile)
     weight_decay: float = 0.1
     beta1: float = 0.9
     beta2: float = 0.99
@@ -84,6 +86,9 @@ class EvalConfig:
     temperature: float = 0.8
     top_k: int = 20
     role_swap: bool = False  # also score the val loss with the trained Q/K/V roles swapped (evaluation/role_swap.py)
+    finetune: bool = False  # also fine-tune on the downstream task and score it (evaluation/finetune.py)
+    finetune_steps: int = 100  # fine-tuning steps (batches of train.batch_size pairs), the same for every objective
+    finetune_items: int = 512  # held-out test pairs the fine-tuned model is scored on
 
 
 SECTIONS: dict[str, type] = {"data": DataConfig, "model": ModelConfig, "train": TrainConfig, "eval": EvalConfig}
@@ -343,6 +348,8 @@ class Study:
         except ValueError as e:
             raise UserError(f"params: {where}.model: {e}") from None
         train = TrainConfig(**self.section("train", experiment))
+        if train.warmup_frac > 0:  # the warm-up as a share of the run: resolved here, so lr_at reads one number
+            train = dataclasses.replace(train, warmup=round(train.warmup_frac * train.steps))
         evalc = EvalConfig(**self.section("eval", experiment))
         _validate_train(train, where)
         _validate_eval(evalc, where)
@@ -457,6 +464,7 @@ def _validate_train(t: TrainConfig, where: str) -> None:
         (t.lr > 0, f"train.lr = {t.lr} must be > 0"),
         (t.batch_size > 0, f"train.batch_size = {t.batch_size} must be > 0"),
         (0 <= t.warmup <= t.steps, f"train.warmup = {t.warmup} must be between 0 and train.steps = {t.steps}"),
+        (0 <= t.warmup_frac <= 1, f"train.warmup_frac = {t.warmup_frac} must be between 0 and 1"),
         (0 <= t.min_lr <= t.lr, f"train.min_lr = {t.min_lr} must be between 0 and train.lr = {t.lr}"),
         (t.log_every > 0 and t.ckpt_every > 0, "train.log_every and train.ckpt_every must be > 0"),
         (t.sample_every > 0, f"train.sample_every = {t.sample_every} must be > 0 (steps between samples)"),
@@ -491,6 +499,8 @@ def _validate_eval(e: EvalConfig, where: str) -> None:
          "eval.probe_items, eval.order_windows and eval.order_pairs must be > 0"),
         (e.top_k > 0, f"eval.top_k = {e.top_k} must be > 0"),
         (e.temperature >= 0, f"eval.temperature = {e.temperature} must be >= 0 (0 = greedy)"),
+        (e.finetune_steps > 0 and e.finetune_items >= 8,
+         f"eval.finetune_steps = {e.finetune_steps} must be > 0 and eval.finetune_items = {e.finetune_items} >= 8"),
     ]
     for ok, message in checks:
         if not ok:

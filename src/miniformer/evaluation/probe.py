@@ -4,6 +4,7 @@ continuation loss of left-to-right models."""
 from __future__ import annotations
 
 import random
+from collections import Counter
 
 import numpy as np
 import torch
@@ -52,9 +53,12 @@ def shared_probe(s: Subject) -> Measured:
         if cont is not None:
             cont_losses.append(cont)
     known = [c for c in in_candidates if c is not None]
+    hidden = Counter(ids[i] for ids, i in items)
     return Measured({"probe": {
         "recovery_accuracy": float(np.mean(outcomes)) if outcomes else None,
         "recovery_items": len(items),
+        # the floor: always guessing the commonest hidden character (a model that learned nothing scores this)
+        "constant_guess": hidden.most_common(1)[0][1] / len(items) if items else None,
         "candidate_recall": float(np.mean(known)) if known else None,
         "continuation_loss": float(np.mean(cont_losses)) if cont_losses else None,
         "continuation_note": None if cont_losses else f"not defined for the {s.objective.name} objective",

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
-from miniformer.evaluation import attention, generations, losses, order, probe, role_swap, uniformity
+from miniformer.evaluation import attention, finetune, generations, losses, order, probe, role_swap, uniformity
 from miniformer.evaluation.subject import Measured, Subject
 
 PROBES: tuple[Callable[[Subject], Measured], ...] = (
@@ -18,4 +18,5 @@ PROBES: tuple[Callable[[Subject], Measured], ...] = (
     attention.probe_line_maps,
     generations.generations,
     role_swap.role_swap,
+    finetune.finetune,  # last: it trains a copy of the model, the others read the original
 )

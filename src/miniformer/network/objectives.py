@@ -228,6 +228,11 @@ class Objective:
         """How the model reads a whole n-token text when its attention is drawn (None = the model's default)."""
         raise NotImplementedError
 
+    def input_mask(self, n: int, device: torch.device | str = "cpu") -> Tensor:
+        """How the model reads an n-token input it is given whole (a downstream example): bidirectionally, as the
+        context of MLM, span corruption and a prefix LM's prefix; causal LM overrides it."""
+        return torch.ones(n, n, dtype=torch.bool, device=device)
+
     def sequence_log_likelihood(self, model, ids: list[int], specials: Specials) -> Tensor:
         """log p of each scored token of ids, in the objective's own reading (left-to-right: ids[1:] given the left;
         bidirectional: pseudo-log-likelihood, each token hidden in turn as in training)."""
@@ -291,6 +296,9 @@ class _LeftToRight(Objective):
 class CausalLM(_LeftToRight):
     name = "causal"
     uses_model_mask = True
+
+    def input_mask(self, n: int, device: torch.device | str = "cpu") -> Tensor:
+        return make_causal_mask(n, device)  # it reads its context left to right, as it was trained
 
     def batch(self, tokens: Tensor, specials: Specials, g: torch.Generator) -> Batch:
         return causal_batch(tokens)

@@ -61,6 +61,8 @@ def run_scalars(train: dict, ev: dict) -> dict:
                        if ev.get("minimal_pairs", {}).get("pairs") else None),
         "hidden_uniformity": ev.get("hidden_uniformity"),
         "recovery_accuracy": ev.get("probe", {}).get("recovery_accuracy"),
+        "probe_constant_guess": ev.get("probe", {}).get("constant_guess"),
+        "finetune_accuracy": ev.get("finetune", {}).get("accuracy"),
         "probe_candidate_recall": ev.get("probe", {}).get("candidate_recall"),
         "continuation_loss": ev.get("probe", {}).get("continuation_loss"),
         "upper_triangle_zero": ev.get("attention_upper_triangle_zero"),

@@ -83,7 +83,7 @@ class Samples:
 
     def _source(self, source: str):
         kind, _, key = source.partition(":")
-        if kind in ("val", "val_with_causal_mask", "probe", "pairs"):
+        if kind in ("val", "val_with_causal_mask", "probe", "pairs", "finetune"):
             return self.raw.get(kind)
         if kind == "length":
             return self.raw.get("lengths", {}).get(key)
