@@ -114,7 +114,9 @@ def head_u_shape(ev: Evidence) -> Judgement:
     best = min(interior, key=lambda h: m.mean(HEAD_RUNS[h], "val_loss"))
     low_end, high_end = ev.effect(HEAD_RUNS[low], HEAD_RUNS[best]), ev.effect(HEAD_RUNS[high], HEAD_RUNS[best])
     text = (", ".join(f"h={h}: {_fmt(m.mean(e, 'val_loss'))}" for h, e in HEAD_RUNS.items())
-            + f"; h={low} − h={best}: {ev.text(low_end)}; h={high} − h={best}: {ev.text(high_end)}")
+            + f"; h={low} − h={best}: {ev.text(low_end)}; h={high} − h={best}: {ev.text(high_end)}. With RoPE a "
+            "head of width d rotates d/2 frequency pairs, so the many-heads end also has the fewest positional "
+            "frequencies per head: this sweep does not separate 'too many heads' from 'too few RoPE frequencies'")
     return Judgement(text, all_of([greater(low_end), greater(high_end)]),
                      {f"h={low} − best": low_end, f"h={high} − best": high_end})
 
