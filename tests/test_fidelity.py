@@ -369,3 +369,22 @@ def test_generate_command_reads_a_prefix_models_prompt_bidirectionally(objective
     span = explore.load(str(tmp / "runs" / "obj_span"), tmp / "runs", data_dir=tmp / "data")
     with pytest.raises(Exception, match="does not generate left to right"):
         explore.generate(span, "a", 3, 1, 5, 0)
+
+
+def test_our_init_on_the_peer_adds_the_sinusoidal_table_at_full_scale():
+    """The peer starts its scaled sinusoidal embedding at 1/√d; beside our unit-scale tokens that left the peer
+    'with our init' almost without positions (its sinusoidal run scored like its no-position run). Ours adds the
+    table raw, so our init on the peer sets that scale to 1."""
+    from miniformer.params import Study
+    from miniformer.stages.crosscheck import PeerLM, peer_spec, vaswani_init_
+    from tests.conftest import tiny_params
+
+    params = tiny_params("corpus.txt")
+    params["experiments"]["pos_sinusoidal"] = {"group": "position", "model": {"pos": "sinusoidal"}}
+    run = Study(params).config("pos_sinusoidal", 0)
+    model = PeerLM(peer_spec(run), 20)
+    scale = dict(model.net.named_parameters())["pos_emb.scale"]
+    assert float(scale.detach()) == pytest.approx(run.model.n_embd ** -0.5)  # the peer's own start
+    vaswani_init_(model)
+    assert float(scale.detach()) == 1.0
+    assert float(model.net.token_emb.emb.weight.detach().std()) == pytest.approx(1.0, abs=0.1)

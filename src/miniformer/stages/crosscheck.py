@@ -119,8 +119,8 @@ PEER_INITS = ("own", "vaswani")
 
 def vaswani_init_(model: PeerLM) -> None:
     """Our init on the peer's modules: Xavier-uniform matrices, zero biases, token embeddings N(0, 1) (what our
-    √C-scaled N(0, 1/C) embeddings feed the first block), a zero T5 bias table. The peer's output layer stays
-    untied."""
+    √C-scaled N(0, 1/C) embeddings feed the first block), a zero T5 bias table, the sinusoidal table at scale 1. The
+    peer's output layer stays untied."""
     for module in model.net.modules():
         if isinstance(module, nn.Linear):
             nn.init.xavier_uniform_(module.weight)
@@ -130,6 +130,8 @@ def vaswani_init_(model: PeerLM) -> None:
     for name, p in model.net.named_parameters():
         if name.endswith("relative_attention_bias.weight"):  # T5 bias: ours starts at zero, the peer's at N(0, 1)
             nn.init.zeros_(p)
+        elif name.endswith("pos_emb.scale"):  # sinusoidal: ours adds the table raw; the peer starts it at 1/√d,
+            nn.init.ones_(p)  # which beside unit-scale tokens leaves the model with almost no position signal
 
 
 def train_peer(run: RunConfig, data: TokenData, init: str = "own") -> tuple[PeerLM, list[dict]]:

@@ -292,6 +292,7 @@ class PeerComparison:
     tolerance: float
     ours_at: dict[str, float | None]
     peer_at: dict[str, float]
+    peer_our_init_at: dict[str, float] = field(default_factory=dict)
 
     @property
     def diff(self) -> float | None:
@@ -302,9 +303,9 @@ class PeerComparison:
         return None if self.ours is None or self.peer_our_init is None else self.ours - self.peer_our_init
 
     @property
-    def lengths(self) -> list[tuple[str, float | None, float]]:
-        """(multiple, ours, peer) at every length the peer was scored at."""
-        return [(k, self.ours_at.get(k), v) for k, v in self.peer_at.items()]
+    def lengths(self) -> list[tuple[str, float | None, float, float | None]]:
+        """(multiple, ours, peer with its init, peer with ours) at every length the peer was scored at."""
+        return [(k, self.ours_at.get(k), v, self.peer_our_init_at.get(k)) for k, v in self.peer_at.items()]
 
     @property
     def label(self) -> str:
@@ -345,6 +346,7 @@ def peer_comparisons(m: Metrics, peer: dict, seed_key: dict[str, str]) -> list[P
                 tolerance,
                 {k: run.get(loss_at_key(k)) for k in own.get("loss_at", {})},
                 own.get("loss_at", {}),
+                ours_init.get("loss_at", {}),
             )
         )
     return rows
