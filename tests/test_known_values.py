@@ -286,17 +286,20 @@ def test_run_scalars_take_each_number_from_its_own_field():
         "val_loss": 2.1, "test_loss": 2.2, "head_diversity": 0.3, "attention_entropy": [1.0, 2.0],
         "order_sensitivity": {"delta": 0.4}, "minimal_pairs": {"true_order_preferred": 0.6, "ties": 1, "pairs": 4},
         "hidden_uniformity": 0.7, "attention_upper_triangle_zero": True, "val_loss_with_causal_mask": 3.3,
-        "probe": {"recovery_accuracy": 0.8, "candidate_recall": 0.9, "continuation_loss": 1.9},
-        "lengths": {"1": {"applicable": True, "loss": 2.0}, "2": {"applicable": False, "reason": "x"}},
+        "probe": {"recovery_accuracy": 0.8, "candidate_recall": 0.9, "continuation_loss": 1.9, "constant_guess": 0.18},
+        "lengths": {"1": {"applicable": True, "loss": 2.0}, "2": {"applicable": False, "reason": "x"},
+                    "4": {"applicable": True, "loss": 2.6, "loss_beyond_block": 2.9}},
         "generation_stats": {"4": {"distinct_2": 0.95, "repetition": 0.05}},
+        "role_swap": {"intact": 2.1, "swap_qk": 4.0}, "finetune": {"accuracy": 0.61},
     }
     assert run_scalars(train, ev) == {
         "val_loss": 2.1, "test_loss": 2.2, "final_train_loss": 1.1, "diverged": False, "divergence_step": None,
         "loss_spikes": 2, "n_params": 99, "head_diversity": 0.3, "attention_entropy": 1.5, "order_delta": 0.4,
         "order_preference": 0.6, "order_ties": 0.25, "hidden_uniformity": 0.7, "recovery_accuracy": 0.8,
         "probe_candidate_recall": 0.9, "continuation_loss": 1.9, "upper_triangle_zero": True,
-        "val_loss_with_causal_mask": 3.3, "loss_at_1x": 2.0, "loss_at_2x": None, "gen_4x_distinct_2": 0.95,
-        "gen_4x_repetition": 0.05,
+        "val_loss_with_causal_mask": 3.3, "loss_at_1x": 2.0, "loss_at_2x": None, "loss_past_block_at_2x": None,
+        "loss_at_4x": 2.6, "loss_past_block_at_4x": 2.9, "gen_4x_distinct_2": 0.95, "gen_4x_repetition": 0.05,
+        "probe_constant_guess": 0.18, "finetune_accuracy": 0.61, "role_swap_intact": 2.1, "role_swap_swap_qk": 4.0,
     }
 
 

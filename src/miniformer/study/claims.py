@@ -426,7 +426,8 @@ CLAIMS: tuple[Claim, ...] = (
           mask_leak, "direct", "no published number: a model that sees the next token can copy it"),
     Claim("The learned Q/K/V roles matter: swapped in the trained model, it breaks", "first principles",
           ("baseline",), learned_roles_matter, "direct",
-          "no published number: the course's question (scramble Q/K/V: can it still work?), asked of a trained model"),
+          "no published number: the course project's question (scramble Q/K/V: can it still work?), asked of a "
+          "trained model"),
     Claim("Tied Q = K (symmetric scores) trains worse", "first principles", ("attn_tied_qk", "attn_single_head"),
           compare("attn_tied_qk", "attn_single_head", "greater", "tied − untied"), "direct",
           "no published number: with k = q, token i scores j exactly as j scores i, so attention cannot be directed"),
