@@ -292,7 +292,7 @@ def test_no_stage_reads_a_file_it_does_not_declare(dvc, tmp_path):
     hook = tmp_path / "reads.py"
     hook.write_text(READS_HOOK)
     for name, stage in {"prepare": stages["prepare"], "run@pos_alibi": run, "aggregate": stages["aggregate"],
-                        "report": stages["report"]}.items():
+                        "init_probe": stages["init_probe"], "report": stages["report"]}.items():
         declared = [next(iter(d)) if isinstance(d, dict) else d for d in stage["deps"] + stage.get("outs", [])
                     + stage.get("metrics", [])]
         args = stage["cmd"].split("-m miniformer", 1)[1].split()
