@@ -95,11 +95,11 @@ def test_settle_times_orders_the_dag_levels(tmp_path):
 def inject_kill(study: Path) -> None:
     """Fault injection in a copy only: right after the checkpoint of step $MINIFORMER_TEST_KILL_AT the training
     process kills its whole process group, with no chance to clean up (a kill -9)."""
-    trainer = study / "src" / "miniformer" / "train.py"
+    trainer = study / "src" / "miniformer" / "training" / "trainer.py"
     code = trainer.read_text()
-    hook = "                self.save()\n                last_good = self.step\n"
-    assert hook in code
-    trainer.write_text(code.replace(hook, hook + (
+    hook = "                self.folder.save(self.state())\n                last_good = self.step\n"
+    assert hook in code and "import json\n" in code
+    trainer.write_text(code.replace("import json\n", "import json\nimport os\n", 1).replace(hook, hook + (
         "                if os.environ.get('MINIFORMER_TEST_KILL_AT') == str(self.step):\n"
         "                    os.killpg(os.getpgid(0), 9)\n")))
 

@@ -372,7 +372,7 @@ def test_code_edits_rerun_what_they_touch(smk):
         path = smk / "src" / "miniformer" / name
         path.write_text(path.read_text() + "\n# an edit\n")
 
-    edit("evaluate.py")
+    edit("stages/evaluate.py")
     jobs = dry_run_jobs()
     assert "train" not in jobs and jobs.get("evaluate") == str(n_runs), jobs
     changed = dvc_changed_stages(smk)

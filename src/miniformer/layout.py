@@ -4,7 +4,7 @@ results/runs/<run>/seed<k>/   what training writes (checkpoint, step log, curve,
 results/eval/<run>/seed<k>/   what evaluation writes: beside, not inside, the run folder, since DVC forbids one stage's
                               outputs inside another's
 <run> is an experiment name, or <experiment>/lr=<value> for a point of its learning-rate sweep. The Snakemake rules
-spell the same layout as path patterns (workflow/rules/study.smk).
+spell the same layout as path patterns (workflow/rules/*.smk).
 """
 
 from __future__ import annotations

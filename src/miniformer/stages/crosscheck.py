@@ -2,7 +2,7 @@
 
 A variant that trains badly here may be a finding or a bug in our implementation. The peer is x-transformers
 (MIT, pinned in the `crosscheck` extra): same width, depth, heads and head size, the same batches from the same
-generator, the same warm-up + cosine schedule, AdamW groups and clipping, and our Evaluator for the numbers. What
+generator, the same warm-up + cosine schedule, AdamW groups and clipping, and our evaluation code for the numbers. What
 differs is everything the peer decides for itself (its init, its feed-forward biases, its own module code) — which
 is the point: if ours disagrees with it beyond the seed noise, ours has a bug until a measurement explains why.
 
@@ -90,7 +90,7 @@ def peer_spec(run: RunConfig) -> PeerSpec:
 
 
 class PeerLM(nn.Module):
-    """The peer model behind our model's call signature, so that our Evaluator scores it unchanged."""
+    """The peer model behind our model's call signature, so that our evaluation probes score it unchanged."""
 
     def __init__(self, spec: PeerSpec, vocab_size: int) -> None:
         super().__init__()
