@@ -490,11 +490,15 @@ def test_a_corpus_with_more_characters_than_uint16_holds_is_one_line(tmp_path, c
 
 def test_code_hash_covers_what_dvc_declares():
     """The files whose hash invalidates checkpoints and Snakemake jobs are the code deps dvc.yaml declares."""
-    from miniformer.runtime.codehash import EVALUATION_CODE, TRAINING_CODE
+    from miniformer.runtime.codehash import EVALUATION_CODE, INIT_PROBE_CODE, TRAINING_CODE
 
-    stage = yaml.safe_load((ROOT / "dvc.yaml").read_text())["stages"]["run"]["do"]
-    declared = {d.removeprefix("src/miniformer/") for d in stage["deps"] if d.startswith("src/")}
-    assert declared == set(TRAINING_CODE) | set(EVALUATION_CODE)
+    stages = yaml.safe_load((ROOT / "dvc.yaml").read_text())["stages"]
+
+    def declared(stage: dict) -> set[str]:
+        return {d.removeprefix("src/miniformer/") for d in stage["deps"] if d.startswith("src/")}
+
+    assert declared(stages["run"]["do"]) == set(TRAINING_CODE) | set(EVALUATION_CODE)
+    assert declared(stages["init_probe"]) == set(INIT_PROBE_CODE)
 
 
 def test_unwritable_results_folder(tmp_path, corpus, capsys):

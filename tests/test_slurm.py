@@ -43,7 +43,8 @@ def test_smoke_study_on_a_real_slurm(tmp_path):
     # successful jobs, so slurmctld's own log is the record)
     from miniformer.params import Study
 
-    n_jobs = 1 + 2 * len(Study.load(study / "params.yaml").runs()) + 2  # prepare, train+evaluate per run, agg, report
+    # prepare, train + evaluate per run, aggregate, init probe, report
+    n_jobs = 1 + 2 * len(Study.load(study / "params.yaml").runs()) + 3
     submitted = re.findall(r"_slurm_rpc_submit_batch_job: JobId=(\d+)", ctld_log)
     succeeded = re.findall(r"_job_complete: JobId=(\d+) WEXITSTATUS 0", ctld_log)
     assert len(submitted) == n_jobs, (len(submitted), n_jobs)

@@ -6,7 +6,7 @@ import shlex
 import sys
 from pathlib import Path
 
-from miniformer.runtime.codehash import EVALUATION_CODE, TRAINING_CODE, code_hash
+from miniformer.runtime.codehash import EVALUATION_CODE, INIT_PROBE_CODE, TRAINING_CODE, code_hash
 from miniformer.corpus import check_versioned, raw_data_hash
 from miniformer.stages.crosscheck import peer_experiments
 from miniformer.study.claims import check_experiments
@@ -70,6 +70,11 @@ def write_signatures():
     write_signature(f"{SIGNATURES}/findings.json", json.dumps(STUDY.raw.get("findings") or {}, sort_keys=True))
     write_signature(f"{SIGNATURES}/evaluation-code.json",
                     json.dumps({"evaluation_code": code_hash(EVALUATION_CODE)}))
+    # The init probe reads the reference run's model config and its own code only (DVC's init_probe deps).
+    reference = STUDY.config(STUDY.reference, STUDY.seeds[0])
+    write_signature(f"{SIGNATURES}/init-probe.json", json.dumps(
+        {"model": reference.model.to_dict(), "threads": reference.train.threads, "code": code_hash(INIT_PROBE_CODE)},
+        sort_keys=True))
 
 
 write_signatures()

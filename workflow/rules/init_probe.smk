@@ -1,8 +1,7 @@
 # Token uniformity against depth at initialisation (Dong 2021): the reference architecture, no training, no data.
 rule init_probe:
     input:
-        lambda wc: f"{SIGNATURES}/{STUDY.reference}/seed{STUDY.seeds[0]}.json",  # its model config + training code
-        f"{SIGNATURES}/evaluation-code.json",
+        f"{SIGNATURES}/init-probe.json",  # the reference's model config and the probe's own code
     output:
         "results/init_uniformity.json",
     log:
