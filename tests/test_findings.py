@@ -127,6 +127,8 @@ def test_breakage_log_explains_a_leak():
     ev = Evidence({"baseline": base(), "attn_no_mask": seeds(0.03, val_loss_with_causal_mask=4.7)})
     (row,) = breakages(ev, {"baseline": "", "attn_no_mask": ""}, {})
     assert row["outcome"].startswith("leaked: 0.030 reading the future, 4.700 once the causal mask is restored")
+    # listed by its restored loss: not as a −1.97 "improvement" on the baseline
+    assert row["val_loss"] == pytest.approx(4.7) and row["delta"] == pytest.approx(2.7) and row["interval"] is None
 
 
 # --- every claim, every verdict it can return, on metrics where the answer is known ----------------------------------

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import math
 import platform
 import subprocess
 from dataclasses import dataclass
@@ -125,6 +126,21 @@ class ReportInputs:
     def m(self):
         return self.ev.m
 
+    def half_width(self, exp: str) -> float:
+        """The half-width of the 95 % interval of exp's val loss, as the claims compute it (0 when there is none)."""
+        e = self.ev.effect(exp, None)
+        return 0.0 if e is None or e.half_width != e.half_width else e.half_width
+
+    @property
+    def labels(self) -> dict[str, str]:
+        """Run names as figures show them: a run at another learning rate than the reference says which."""
+        lr = self.base.train.lr
+        out = {}
+        for name in self.study.names():
+            run_lr = self.study.config(name, self.study.seeds_for(name)[0]).train.lr
+            out[name] = name if run_lr == lr or "lr=" in name else f"{name} (lr {run_lr:g})"
+        return out
+
     def present(self, exps: list[str]) -> list[str]:
         return [e for e in exps if self.m.has(e)]
 
@@ -136,7 +152,7 @@ def positions_section(r: ReportInputs) -> dict:
     m, files, T = r.m, r.files, r.base.model.block_size
     pos = {k: v for k, v in POSITION_RUNS.items() if m.has(v)}
     r.draw("pos_curves", figures.curves({k: files.log(v) for k, v in pos.items()}, "val_loss",
-                                        "Position methods: val loss"))
+                                        "Position methods: val loss", unigram=r.ev.unigram))
     multiples = [int(x) for x in r.base.eval.length_multiples]
     sweep = pd.DataFrame(
         {mult: [m.mean(v, loss_at_key(mult)) for v in pos.values()] for mult in multiples}, index=list(pos)
@@ -171,11 +187,11 @@ def positions_section(r: ReportInputs) -> dict:
 def attention_section(r: ReportInputs) -> dict:
     files = r.files
     single = files.attention(SINGLE_HEAD if r.m.has(SINGLE_HEAD) else r.study.reference)
-    r.draw("heat_single", figures.attention_heatmap(single["weights"][-1][0], single["tokens"],
+    r.draw("heat_single", figures.attention_heatmap(*first_tokens(single["weights"][-1][0], single["tokens"]),
                                                     "single head, last layer (causal)"))
     nomask = files.attention(NO_MASK) if r.m.has(NO_MASK) else None
     if nomask:
-        r.draw("heat_nomask", figures.attention_heatmap(nomask["weights"][-1][0], nomask["tokens"],
+        r.draw("heat_nomask", figures.attention_heatmap(*first_tokens(nomask["weights"][-1][0], nomask["tokens"]),
                                                         "single head, last layer, NO causal mask"))
     ent_runs = r.present([name for e in ENTROPY_RUNS if e in r.study.experiments for name in r.study.sweep_of(e)])
     ent_logs = {e: files.log(e) for e in ent_runs}
@@ -186,7 +202,7 @@ def attention_section(r: ReportInputs) -> dict:
         r.draw("entropy", figures.loss_and_entropy({e: (files.step_losses(e), ent_logs[e]) for e in ent_runs}))
     attn_exps = r.present(group_of(r.study, "attention"))
     r.draw("attn_curves", figures.curves({e: files.log(e) for e in attn_exps}, "train_loss",
-                                         "Attention breakages: train loss"))
+                                         "Attention breakages: train loss", unigram=r.ev.unigram, labels=r.labels))
     hover = hovermap.attention_svg(single["weights"][-1][0], single["tokens"],
                                    "hover a cell: query → key, weight (single head, last layer)")
     no_mask_losses = None
@@ -198,16 +214,28 @@ def attention_section(r: ReportInputs) -> dict:
             "no_mask_losses": no_mask_losses}
 
 
+HEATMAP_TOKENS = 24  # characters of the probe line a figure draws: enough to read, few enough to label legibly
+
+
+def first_tokens(weights: list, tokens: list[str]) -> tuple[list, list[str]]:
+    """The map among the probe line's first characters (for a causal model exactly its first rows and columns; the
+    hover map and attention.json keep the whole line)."""
+    n = min(HEATMAP_TOKENS, len(tokens))
+    return [row[:n] for row in weights[:n]], tokens[:n]
+
+
 def heads_section(r: ReportInputs) -> dict:
     m = r.m
     baseline_att = r.files.attention(r.study.reference)
-    r.draw("heads_grid", figures.head_grid(baseline_att["weights"][0], baseline_att["tokens"],
+    n = min(HEATMAP_TOKENS, len(baseline_att["tokens"]))
+    r.draw("heads_grid", figures.head_grid([first_tokens(h, baseline_att["tokens"])[0] for h in
+                                            baseline_att["weights"][0]], baseline_att["tokens"][:n],
                                            "baseline, layer 0: every head"))
     head_runs = {h: e for h, e in HEAD_RUNS.items() if m.has(e)}
     means = [m.mean(e, "val_loss") for e in head_runs.values()]
     if all(x is not None for x in means) and head_runs:
-        stds = [m.noise("val_loss") if e == r.study.reference else 0.0 for e in head_runs.values()]
-        r.draw("head_count", figures.head_count(list(head_runs), means, stds, r.base.model.n_embd))
+        halves = [r.half_width(e) for e in head_runs.values()]
+        r.draw("head_count", figures.head_count(list(head_runs), means, halves, r.base.model.n_embd))
     runs = r.present([r.study.reference, *group_of(r.study, "heads")])
     return {"diversity": [(e, m.mean(e, "head_diversity"), m.mean(e, "val_loss") or 0) for e in runs]}
 
@@ -216,9 +244,10 @@ def block_section(r: ReportInputs) -> dict:
     m = r.m
     block_exps = r.present([r.study.reference, *group_of(r.study, "block")])
     r.draw("block_curves", figures.curves({e: r.files.log(e) for e in block_exps}, "train_loss",
-                                          "Block variants: train loss"))
+                                          "Block variants: train loss", unigram=r.ev.unigram, labels=r.labels))
     finals = {e: m.mean(e, "val_loss") for e in block_exps if m.mean(e, "val_loss") is not None}
-    r.draw("block_bars", figures.bars(finals, {r.study.reference: m.noise()}, "Block variants", "val loss"))
+    r.draw("block_bars", figures.bars(finals, {e: r.half_width(e) for e in finals}, "Block variants",
+                                      "val loss (nats/char), ± 95 % interval", r.labels))
     if r.ev.init:
         r.draw("init_uniformity", figures.uniformity_vs_depth(r.ev.init))
     return {"uniformity": [(e, m.mean(e, "hidden_uniformity"), m.mean(e, "loss_spikes"), m.any_true(e, "diverged"))
@@ -232,15 +261,13 @@ def training_section(r: ReportInputs) -> dict:
         {f"{k} train": df.rename(columns={"train_loss": "y"}) for k, df in base_logs.items()}
         | {f"{k} val": df.rename(columns={"val_loss": "y"}) for k, df in base_logs.items()},
         "y",
-        "Baseline: train and val loss per seed",
+        "Baseline: train and val loss per seed", unigram=r.ev.unigram,
     ))
     perf = read_json(r.results / "perf.json", "re-run `miniformer aggregate`, which rewrites it") \
         if (r.results / "perf.json").exists() else {}
-    first = {f"{e}/{seed_folder(r.files.seed(e))}": e for e in r.study.experiments}  # each experiment's first seed
-    speed = {first[k]: v.get("tokens_per_s_median") or 0 for k, v in perf.items() if k in first}
-    if speed:
-        r.draw("speed", figures.bars(speed, None, "Training throughput", "tokens/s"))
-    return {"speed": speed, "perf": perf, "base_samples": r.files.samples(ref)}
+    # No throughput figure: study jobs share the machine's cores, so their tokens/s vary with whatever else runs and
+    # compare nothing; speed is measured quietly and paired in benchmarks/.
+    return {"perf": perf, "base_samples": r.files.samples(ref)}
 
 
 def objectives_section(r: ReportInputs) -> dict:
@@ -249,6 +276,8 @@ def objectives_section(r: ReportInputs) -> dict:
                                         "Objectives: val loss (NOT comparable across)"))
     probe = {e: r.files.eval(e)["probe"] for e in obj_exps}
     return {"probe": probe, "probe_item_count": next(iter(probe.values()), {}).get("recovery_items"),
+            "probe_floor": next(iter(probe.values()), {}).get("constant_guess"),
+            "finetune": [(e, r.files.eval(e)["finetune"]) for e in obj_exps if "finetune" in r.files.eval(e)],
             "samples": {e: r.files.samples(e) for e in obj_exps}, "probe_candidates": PROBE_CANDIDATES}
 
 
@@ -301,6 +330,7 @@ def environment(base: RunConfig, perf: dict) -> dict[str, str]:
 
 def build_report(study: Study, results: Path, out: Path, data_dir: Path = DATA_DIR) -> Path:
     check_experiments(study.experiments)
+    figures.use_palette(study.names(), aliases=POSITION_RUNS)  # one colour per method in every figure
     ev = load_evidence(study, results, data_dir)
     r = ReportInputs(study, results, RunFiles(study, results), ev, study.config(study.reference, study.seeds[0]), {})
     found = claims(ev)
@@ -322,6 +352,8 @@ def build_report(study: Study, results: Path, out: Path, data_dir: Path = DATA_D
         unigram=ev.unigram,
         noise=ev.m.noise(),
         baseline_seeds=ev.m.values(study.reference, "val_loss"),
+        baseline_bits=(ev.m.mean(study.reference, "val_loss") or 0.0) / math.log(2),
+        unit="character" if study.data_config().tokenizer == "char" else "token",
         env=environment(r.base, context["perf"]),
         references=list(REFERENCES.items()),
         verdict_totals=list(verdict_totals(found).items()),

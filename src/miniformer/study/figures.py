@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import base64
 import io
+import zlib
 
 import matplotlib
 import matplotlib.font_manager
@@ -20,6 +21,26 @@ import seaborn as sns  # noqa: E402
 CJK_FONTS = ["WenQuanYi Micro Hei", "Noto Sans CJK SC", "Noto Sans CJK JP", "Source Han Sans SC"]
 _installed = {f.name for f in matplotlib.font_manager.fontManager.ttflist}
 matplotlib.rcParams["font.family"] = ["DejaVu Sans", *(f for f in CJK_FONTS if f in _installed)]
+
+
+# One colour per method in every figure: a name keeps its colour across figures (the report registers each position
+# label under its experiment's colour, so "alibi" in the length figure is pos_alibi's colour in the curves).
+PALETTE: dict[str, str] = {}
+_CYCLE = [matplotlib.colors.to_hex(c) for c in plt.get_cmap("tab20").colors[::2] + plt.get_cmap("tab20").colors[1::2]]
+
+
+def use_palette(names: list[str], aliases: dict[str, str] | None = None) -> None:
+    """Give every name a colour, in order (the study's runs), and each alias the colour of the name it stands for."""
+    PALETTE.clear()
+    for i, name in enumerate(names):
+        PALETTE[name] = _CYCLE[i % len(_CYCLE)]
+    for alias, name in (aliases or {}).items():
+        PALETTE[alias] = color_of(name)
+
+
+def color_of(name: str) -> str:
+    """The name's colour: registered, or a stable pick from the cycle (crc32, the same in every process)."""
+    return PALETTE.get(name) or _CYCLE[zlib.crc32(name.encode()) % len(_CYCLE)]
 
 
 def to_base64_png(fig) -> str:
@@ -52,7 +73,7 @@ def attention_heatmap(weights, tokens: list[str], title: str, ax=None):
     ax.set_xlabel("attended-to token (key)")
     ax.set_ylabel("current position (query)")
     ax.set_title(title, fontsize=9)
-    ax.tick_params(labelsize=6)
+    ax.tick_params(labelsize=max(5.0, min(11.0, 220 / max(len(tokens), 1))))  # legible for a short line
     ax.tick_params(axis="y", labelrotation=0)
     return fig or ax.figure
 
@@ -71,11 +92,13 @@ def head_grid(layer_weights, tokens: list[str], title: str):
     return fig
 
 
-def curves(logs: dict[str, pd.DataFrame], column: str, title: str, ylabel: str = "loss"):
+def curves(logs: dict[str, pd.DataFrame], column: str, title: str, ylabel: str = "loss (nats/char)",
+           unigram: float | None = None, labels: dict[str, str] | None = None):
     fig, ax = plt.subplots(figsize=(7, 4))
+    unigram_line(ax, unigram)
     for name, df in logs.items():
         if column in df and df[column].notna().any():
-            ax.plot(df["step"], df[column], label=name)
+            ax.plot(df["step"], df[column], label=(labels or {}).get(name, name), color=color_of(name))
     ax.set_xlabel("step")
     ax.set_ylabel(ylabel)
     ax.set_title(title)
@@ -88,7 +111,7 @@ def loss_and_entropy(runs: dict[str, tuple[list[float], pd.DataFrame]]):
     """Zhai et al.'s view: the train loss of every step above, the mean attention entropy below, per run."""
     fig, (top, bottom) = plt.subplots(2, 1, figsize=(7, 5.5), sharex=True)
     for name, (losses, log) in runs.items():
-        line = top.plot(range(1, len(losses) + 1), losses, lw=0.8, label=name)[0]
+        line = top.plot(range(1, len(losses) + 1), losses, lw=0.8, label=name, color=color_of(name))[0]
         if "mean_entropy" in log and log["mean_entropy"].notna().any():
             bottom.plot(log["step"], log["mean_entropy"], marker=".", color=line.get_color(), label=name)
     top.set_ylabel("train loss (every step)")
@@ -113,11 +136,11 @@ def length_sweep(table: pd.DataFrame, block_size: int, unigram: float | None = N
     unigram_line(ax, unigram)
     for name, row in table.iterrows():
         xs = [m for m in table.columns if pd.notna(row[m])]
-        ax.plot([m * block_size for m in xs], [row[m] for m in xs], marker="o", label=name)
+        ax.plot([m * block_size for m in xs], [row[m] for m in xs], marker="o", label=name, color=color_of(name))
     ax.set_xscale("log", base=2)
     ax.axvline(block_size, color="grey", ls="--", lw=1)
     ax.set_xlabel("evaluation length (tokens); dashed = training block_size")
-    ax.set_ylabel("val loss")
+    ax.set_ylabel("val loss (nats/char)")
     ax.legend(fontsize=7)
     ax.grid(alpha=0.3)
     return fig
@@ -128,19 +151,21 @@ def per_position(series: dict[str, list[float]], length: int, block_size: int, u
     unigram_line(ax, unigram)
     for name, values in series.items():
         xs = np.linspace(0, length, num=len(values), endpoint=False) + length / len(values) / 2
-        ax.plot(xs, values, label=name)
+        ax.plot(xs, values, label=name, color=color_of(name))
     ax.axvline(block_size, color="grey", ls="--", lw=1)
     ax.set_xlabel("position in the sequence")
-    ax.set_ylabel("loss (binned)")
+    ax.set_ylabel("loss (nats/char, binned)")
     ax.legend(fontsize=7)
     ax.grid(alpha=0.3)
     return fig
 
 
-def bars(values: dict[str, float], errors: dict[str, float] | None, title: str, ylabel: str):
+def bars(values: dict[str, float], errors: dict[str, float] | None, title: str, ylabel: str,
+         labels: dict[str, str] | None = None):
     fig, ax = plt.subplots(figsize=(7, 3.6))
     names = list(values)
-    ax.bar(names, [values[n] for n in names], yerr=[(errors or {}).get(n, 0) for n in names], capsize=3)
+    ax.bar([(labels or {}).get(n, n) for n in names], [values[n] for n in names],
+           yerr=[(errors or {}).get(n, 0) for n in names], capsize=3, color=[color_of(n) for n in names])
     ax.set_ylabel(ylabel)
     ax.set_title(title)
     ax.tick_params(axis="x", rotation=30, labelsize=7)
@@ -148,13 +173,14 @@ def bars(values: dict[str, float], errors: dict[str, float] | None, title: str, 
     return fig
 
 
-def head_count(counts: list[int], means: list[float], stds: list[float], n_embd: int):
+def head_count(counts: list[int], means: list[float], halves: list[float], n_embd: int):
+    """Val loss against head count at fixed width, each point ± the 95 % interval the claims table uses."""
     fig, ax = plt.subplots(figsize=(6, 3.6))
-    ax.errorbar(counts, means, yerr=stds, marker="o", capsize=3)
+    ax.errorbar(counts, means, yerr=halves, marker="o", capsize=3)
     ax.set_xscale("log", base=2)
     ax.set_xticks(counts, [f"{h}\n(d={n_embd // h})" for h in counts])
     ax.set_xlabel("heads (head dim) at fixed n_embd")
-    ax.set_ylabel("val loss")
+    ax.set_ylabel("val loss (nats/char), ± 95 % interval")
     ax.grid(alpha=0.3)
     return fig
 

@@ -249,6 +249,7 @@ def breakages(ev: Evidence, hypotheses: dict[str, str], groups: dict[str, str]) 
             continue
         v, base = m.mean(exp, "val_loss"), m.mean(ev.reference, "val_loss")
         e = ev.effect(exp, ev.reference) if groups.get(exp) != "objective" else None
+        delta = None if e is None else e.value
         steps = m.values(exp, "divergence_step")
         if m.any_true(exp, "diverged"):
             outcome = f"diverged at step {int(min(steps)) if steps else '?'}"
@@ -257,9 +258,12 @@ def breakages(ev: Evidence, hypotheses: dict[str, str], groups: dict[str, str]) 
         elif groups.get(exp) == "objective":
             outcome = "loss not comparable across objectives; see the shared probe"
         elif m.mean(exp, "val_loss_with_causal_mask") is not None:
+            # its own val loss reads the answer: the comparable number is the one with the mask restored
             restored = m.mean(exp, "val_loss_with_causal_mask")
             outcome = (f"leaked: {v:.3f} reading the future, {restored:.3f} once the causal mask is restored "
                        f"(baseline {base:.3f})")
+            v, e = restored, None
+            delta = None if base is None else restored - base
         elif ev.unigram is not None and v >= ev.unigram - ev.cfg.unigram_margin:
             outcome = f"stuck at the unigram loss ({ev.unigram:.3f}): learned no use of context"
         else:
@@ -267,7 +271,7 @@ def breakages(ev: Evidence, hypotheses: dict[str, str], groups: dict[str, str]) 
                        "within noise": "within noise of the baseline", "not run": "no interval"}[greater(e)]
         outcome += sweep_note(ev, exp)
         rows.append({"experiment": exp, "hypothesis": hypotheses.get(exp, ""), "val_loss": v,
-                     "delta": None if e is None else e.value, "interval": None if e is None else e.half_width,
+                     "delta": delta, "interval": None if e is None else e.half_width,
                      "diverged": m.any_true(exp, "diverged"), "outcome": outcome,
                      "spikes": m.mean(exp, "loss_spikes"), "train_loss": m.mean(exp, "final_train_loss")})
     return rows
