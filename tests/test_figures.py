@@ -19,7 +19,8 @@ def line_colours(fig) -> dict[str, str]:
 
 @pytest.fixture(autouse=True)
 def palette():
-    figures.use_palette(["baseline", "pos_sinusoidal", "pos_alibi", "pos_t5"],
+    # registered in another order than the figures draw them, so matplotlib's own colour cycle cannot pass for it
+    figures.use_palette(["pos_t5", "heads_2", "pos_alibi", "pos_sinusoidal", "baseline"],
                         aliases={"rope (baseline)": "baseline", "sinusoidal": "pos_sinusoidal", "alibi": "pos_alibi",
                                  "t5": "pos_t5"})
     yield
