@@ -417,7 +417,8 @@ CLAIMS: tuple[Claim, ...] = (
     Claim("Post-norm needs warm-up; pre-norm trains without", "Xiong 2020 Figs. 2-3", tuple(WARMUP_RUNS.values()),
           warmup_needed, "paper",
           "Post-LN fails at lr 5e-4 / 1e-3 with a 500-step warm-up and trains with 4000; Pre-LN trains without "
-          "warm-up. Here: both placements at the high rate of params.yaml, no warm-up vs half the run"),
+          "warm-up. Here: both placements at the high rate of params.yaml, no warm-up vs half the run; what "
+          "post-norm loses without it, beyond what pre-norm loses"),
     Claim("With warm-up, pre-norm is not always better at the end", "Nguyen & Salazar 2019",
           ("block_post_norm", "baseline"), post_norm_not_worse, "paper",
           "qualitative: with warm-up, post-norm is on par or better on high-resource pairs"),
