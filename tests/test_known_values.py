@@ -358,19 +358,22 @@ def test_the_spike_detector_fires_on_a_spike_and_not_on_a_smooth_or_noisy_fallin
 # --- the downstream fine-tune (Raffel 2020) ---------------------------------------------------------------------------
 
 
-def test_next_line_pairs_are_balanced_and_true_pairs_follow_each_other():
-    from miniformer.evaluation.finetune import next_line_pairs, verse_lines
+def test_acceptability_items_are_lines_or_their_words_shuffled_half_each():
+    from miniformer.evaluation.finetune import acceptability_items, verse_lines
 
     text = "ROMEO:\nBut soft what light\nthrough yonder window\nbreaks it is the east\n\nJULIET:\nO Romeo Romeo\n" \
            "wherefore art thou\nRomeo deny thy father\n"
     speeches = verse_lines(text, 5)
     assert speeches == [["But soft what light", "through yonder window", "breaks it is the east"],
                         ["O Romeo Romeo", "wherefore art thou", "Romeo deny thy father"]]
-    pairs = next_line_pairs(speeches, 8, seed=0)
-    assert sum(y for _, _, y in pairs) == len(pairs) // 2  # half true, half drawn elsewhere
-    follows = {(a, b) for lines in speeches for a, b in zip(lines, lines[1:])}
-    assert all(((a, b) in follows) == bool(y) for a, b, y in pairs)  # a label says exactly whether B follows A
-    assert next_line_pairs(speeches, 8, seed=0) == pairs  # the same items for every run
+    items = acceptability_items(speeches, 6, seed=0)
+    lines = {line for speech in speeches for line in speech}
+    assert sum(y for _, y in items) == 3  # half real lines, half shuffled
+    for text_, y in items:
+        assert (text_ in lines) == bool(y)  # a shuffled line is never one of the real ones
+        if not y:
+            assert any(sorted(text_.split()) == sorted(line.split()) for line in lines)  # the same words
+    assert acceptability_items(speeches, 6, seed=0) == items  # the same items for every run
 
 
 @pytest.mark.parametrize("objective", ["causal", "mlm"])
@@ -395,7 +398,7 @@ def test_the_finetune_probe_runs_end_to_end_on_a_tiny_model_and_leaves_it_untouc
     before = {k: v.clone() for k, v in model.state_dict().items()}
     measured = finetune(Subject(run, model.eval(), data, torch.device("cpu")))
     result = measured.values["finetune"]
-    assert result["items"] == 16 == len(measured.samples["finetune"]) and result["train_pairs"] == 3 * 8
+    assert result["items"] == 16 == len(measured.samples["finetune"]) and result["train_items"] == 3 * 8
     assert 0.0 <= result["accuracy"] <= 1.0 and set(measured.samples["finetune"]) <= {0, 1}
     assert all(torch.equal(before[k], v) for k, v in model.state_dict().items())  # it fine-tuned a copy
     run_off = Study(tiny_params("corpus.txt")).config("baseline", 0)  # eval.finetune off: nothing measured

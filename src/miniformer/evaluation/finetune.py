@@ -1,9 +1,10 @@
 """Raffel et al. 2020 compared pre-training objectives by what they are worth downstream: pre-train, fine-tune every
-model the same way on a task, score the task. At our scale the task is built from the corpus and needs context, not
-copying: next-line prediction — is line B the line that follows line A in the play, or a line from elsewhere? Every
-objective's model reads the pair as it reads a context (objective.input_mask), a linear head on its final states
-(the last position for a left-to-right reader, the mean for a bidirectional one) is trained with the whole model for
-the same steps, and the held-out accuracy is scored item by item (chance = 0.5)."""
+model the same way on a task, score the task. At our scale the task is built from the corpus in the spirit of GLUE's
+CoLA (acceptability): is this a line of the play, or the same words shuffled? It needs a sense of the language, not
+copying, and a model blind to order (MLM without positions) cannot do it. Every objective's model reads the line as
+it reads a context (objective.input_mask), a linear head on its final states (the last position for a left-to-right
+reader, the mean for a bidirectional one) is trained with the whole model for the same steps, and the held-out
+accuracy is scored item by item (chance = 0.5)."""
 
 from __future__ import annotations
 
@@ -18,7 +19,7 @@ from torch import Tensor, nn
 from miniformer.evaluation.subject import Measured, Subject
 
 FINETUNE_LR = 1e-3
-TRAIN_CHARACTERS = 2_000_000  # of the train split, decoded for its lines (enough pairs for any fine-tune here)
+TRAIN_CHARACTERS = 2_000_000  # of the train split, decoded for its lines (enough lines for any fine-tune here)
 
 
 def verse_lines(text: str, shortest: int) -> list[list[str]]:
@@ -33,32 +34,39 @@ def verse_lines(text: str, shortest: int) -> list[list[str]]:
     return speeches + ([current] if current else [])
 
 
-def next_line_pairs(speeches: list[list[str]], count: int, seed: int) -> list[tuple[str, str, int]]:
-    """(line A, line B, 1 if B follows A in the same speech else 0): half true pairs, half B drawn at random from
-    the whole text (never A's own successor), in a seeded order."""
+def shuffled(line: str, rng: random.Random) -> str | None:
+    """The line's words in another order (its characters, for a text without spaces); None if no other order exists."""
+    units = line.split() if len(line.split()) >= 3 else list(line)
+    if len(set(units)) < 2:
+        return None
+    order = units[:]
+    while order == units:
+        rng.shuffle(order)
+    return (" " if len(line.split()) >= 3 else "").join(order)
+
+
+def acceptability_items(speeches: list[list[str]], count: int, seed: int) -> list[tuple[str, int]]:
+    """(line, 1) for a line of the text, (its words shuffled, 0) for another: half each, in a seeded order."""
     rng = random.Random(seed)
-    true = [(a, b) for lines in speeches for a, b in zip(lines, lines[1:])]
-    everything = [line for lines in speeches for line in lines]
-    rng.shuffle(true)
+    lines = [line for speech in speeches for line in speech]
+    rng.shuffle(lines)
     out = []
-    for a, b in true[: count // 2 + count % 2]:
-        out.append((a, b, 1))
-        other = rng.choice(everything)
-        while other == b:
-            other = rng.choice(everything)
-        out.append((a, other, 0))
+    for k, line in enumerate(lines[:count]):
+        broken = shuffled(line, rng) if k % 2 else None
+        out.append((broken, 0) if broken is not None else (line, 1))
     rng.shuffle(out)
-    return out[:count]
+    return out
 
 
-def encode_pair(s: Subject, a: str, b: str) -> list[int]:
-    """A + newline + B as exactly block_size ids: the end kept when longer (B whole), newlines in front when shorter."""
-    ids = s.tok.encode_lossy(f"{a}\n{b}")[0][-s.T :]
+def encode_line(s: Subject, line: str) -> list[int]:
+    """A line break + the line as exactly block_size ids: its end kept when longer, line breaks in front when shorter
+    (every line of the text follows one)."""
+    ids = s.tok.encode_lossy(f"\n{line}")[0][-s.T :]
     newline = s.tok.encode_lossy("\n")[0]
     return newline * (s.T - len(ids)) + ids if newline else ids
 
 
-class PairClassifier(nn.Module):
+class LineClassifier(nn.Module):
     """The pre-trained model's final states, pooled, into two classes."""
 
     def __init__(self, model: nn.Module, objective, width: int, block_size: int) -> None:
@@ -78,15 +86,15 @@ def finetune(s: Subject) -> Measured:
     e, t = s.run.eval, s.run.train
     shortest = min(20, s.T // 4)
     train_text = s.tok.decode(np.asarray(s.data.splits["train"][:TRAIN_CHARACTERS]).tolist())
-    train = next_line_pairs(verse_lines(train_text, shortest), e.finetune_steps * t.batch_size, s.run.seed)
-    test = next_line_pairs(verse_lines(s.tok.decode(s.data.splits["test"].tolist()), shortest), e.finetune_items, 0)
+    train = acceptability_items(verse_lines(train_text, shortest), e.finetune_steps * t.batch_size, s.run.seed)
+    test = acceptability_items(verse_lines(s.tok.decode(s.data.splits["test"].tolist()), shortest), e.finetune_items, 0)
     torch.manual_seed(s.run.seed)
-    clf = PairClassifier(copy.deepcopy(s.model), s.objective, s.model.cfg.n_embd, s.T).to(s.device).train()
+    clf = LineClassifier(copy.deepcopy(s.model), s.objective, s.model.cfg.n_embd, s.T).to(s.device).train()
     opt = torch.optim.AdamW(clf.parameters(), lr=FINETUNE_LR, weight_decay=0.0)
     for i in range(0, len(train) - t.batch_size + 1, t.batch_size):
         chunk = train[i : i + t.batch_size]
-        x = torch.tensor([encode_pair(s, a, b) for a, b, _ in chunk], device=s.device)
-        loss = F.cross_entropy(clf(x), torch.tensor([y for _, _, y in chunk], device=s.device))
+        x = torch.tensor([encode_line(s, line) for line, _ in chunk], device=s.device)
+        loss = F.cross_entropy(clf(x), torch.tensor([y for _, y in chunk], device=s.device))
         opt.zero_grad(set_to_none=True)
         loss.backward()
         torch.nn.utils.clip_grad_norm_(clf.parameters(), t.grad_clip)
@@ -96,9 +104,10 @@ def finetune(s: Subject) -> Measured:
     with torch.no_grad():
         for i in range(0, len(test), 64):
             chunk = test[i : i + 64]
-            x = torch.tensor([encode_pair(s, a, b) for a, b, _ in chunk], device=s.device)
+            x = torch.tensor([encode_line(s, line) for line, _ in chunk], device=s.device)
             guess = clf(x).argmax(-1).tolist()
-            outcomes += [int(g == y) for g, (_, _, y) in zip(guess, chunk)]
-    return Measured({"finetune": {"task": "next line (does B follow A?)", "accuracy": float(np.mean(outcomes)),
-                                  "items": len(outcomes), "train_pairs": len(train), "chance": 0.5}},
+            outcomes += [int(g == y) for g, (_, y) in zip(guess, chunk)]
+    return Measured({"finetune": {"task": "acceptability (a line of the play, or its words shuffled?)",
+                                  "accuracy": float(np.mean(outcomes)), "items": len(outcomes),
+                                  "train_items": len(train), "chance": 0.5}},
                     {"finetune": outcomes})

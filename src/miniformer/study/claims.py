@@ -314,7 +314,7 @@ def denoising_recovers(ev: Evidence) -> Judgement:
 def denoising_downstream(ev: Evidence) -> Judgement:
     """Raffel 2020 T4: after the same fine-tuning, the denoising (BERT-style) model scores higher downstream."""
     e = compare("obj_mlm", "baseline", "greater", "MLM − causal", "finetune_accuracy",
-                "next-line accuracy after fine-tuning")(ev)
+                "acceptability accuracy after fine-tuning")(ev)
     runs = (("causal", "baseline"), ("prefix", "obj_prefix"), ("MLM", "obj_mlm"), ("span", "obj_span"),
             ("MLM NoPE", "obj_mlm_nope"))
     accuracy = {name: ev.m.mean(exp, "finetune_accuracy") for name, exp in runs}
@@ -443,7 +443,7 @@ CLAIMS: tuple[Claim, ...] = (
     Claim("Denoising objectives beat plain LM downstream, after the same fine-tuning", "Raffel 2020 T4",
           ("obj_mlm", "baseline"), denoising_downstream, "paper",
           "GLUE average after fine-tuning: BERT-style denoising 82.96 vs prefix LM 80.69 (and deshuffling 73.17). "
-          "Here one task built from the corpus: next-line prediction"),
+          "Here one task built from the corpus, after CoLA: a line of the play, or its words shuffled?"),
     Claim("Denoising objectives beat plain LM on a recovery probe", "Raffel 2020 T2/T4", ("obj_mlm", "baseline"),
           denoising_recovers, "proxy",
           "T5 scores objectives downstream (the row above); filling in a hidden character is not a downstream "
