@@ -318,8 +318,8 @@ def test_crosscheck_agrees_with_the_peer_on_a_small_config(tmp_path):
     params["train"].update(steps=steps, warmup=60, log_every=steps, sample_every=steps, ckpt_every=steps)
     params["eval"].update(split_tokens=8192, length_multiples=[1, 2])
     params["experiments"] = {
-        "baseline": {"group": "reference"},
-        "block_post_norm": {"group": "block", "model": {"norm_placement": "post"}},
+        "baseline": {"group": "reference", "peer": True},
+        "block_post_norm": {"group": "block", "peer": True, "model": {"norm_placement": "post"}},
     }
     (tmp_path / "params.yaml").write_text(yaml.safe_dump(params), encoding="utf-8")
     study = Study.load(tmp_path / "params.yaml")
