@@ -431,7 +431,7 @@ CLAIMS: tuple[Claim, ...] = (
           compare("block_rmsnorm", "baseline", "equivalent", "RMSNorm − LayerNorm"), "paper",
           "\"comparable\" quality (and 7-64 % faster: a speed claim for benchmarks, not for this table)"),
     Claim("Without residuals token states collapse toward uniform with depth", "Dong 2021 Thm. 2.2",
-          (), collapse_at_init, "paper",
+          (), collapse_at_init, "direct",
           "theory, for any weights: pure attention loses rank doubly exponentially with depth; skip connections "
           "prevent it. Measured here at initialisation, over random inits"),
     Claim("No residual trains worse, even at its best learning rate", "Dong 2021 §4", ("block_no_residual", "baseline"),
