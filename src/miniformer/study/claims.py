@@ -29,6 +29,7 @@ from miniformer.study.stats import (
     seed_spread,
     source_quantity,
 )
+from miniformer.training.divergence import SPIKE_RISE, SPIKE_WINDOW
 
 Judge = Callable[[Evidence], Judgement]
 
@@ -296,7 +297,8 @@ def entropy_and_instability(ev: Evidence) -> Judgement:
     ent = ev.scalar_effect(scaled, unscaled, "attention_entropy")
     spikes = ev.count_effect(unscaled, scaled, "loss_spikes")
     text = (f"at the highest rate ({scaled} vs {unscaled}): scaled − unscaled entropy = {ev.text(ent)} nats; "
-            f"unscaled − scaled loss spikes (per step, > 1.2 × the running median of 25 steps) = {ev.text(spikes)}")
+            f"unscaled − scaled loss spikes (per step, > {1 + SPIKE_RISE:g} × the running median of {SPIKE_WINDOW} "
+            f"steps) = {ev.text(spikes)}")
     if not events:
         return Judgement(f"untestable at this budget: no spike or divergence in any of {len(runs)} runs "
                          f"({', '.join(runs)}); {text}", "untestable", {"entropy": ent, "spikes": spikes})
@@ -441,7 +443,7 @@ CLAIMS: tuple[Claim, ...] = (
           "qualitative: in runs at a high learning rate, attention entropy collapses as the loss spikes or diverges; "
           "here loss per step and entropy every log_every steps, scaled vs unscaled head at the highest rate"),
     Claim("Denoising objectives beat plain LM downstream, after the same fine-tuning", "Raffel 2020 T4",
-          ("obj_mlm", "baseline"), denoising_downstream, "paper",
+          ("obj_mlm", "baseline"), denoising_downstream, "proxy",
           "GLUE average after fine-tuning: BERT-style denoising 82.96 vs prefix LM 80.69 (and deshuffling 73.17). "
           "Here one task built from the corpus, after CoLA: a line of the play, or its words shuffled?"),
     Claim("Denoising objectives beat plain LM on a recovery probe", "Raffel 2020 T2/T4", ("obj_mlm", "baseline"),
