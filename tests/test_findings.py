@@ -20,7 +20,8 @@ def seeds(val: float, **extra) -> dict:
 def base(**extra) -> dict:
     return {f"seed{i}": {"val_loss": 2.0 + d, "hidden_uniformity": 0.5 + d, "recovery_accuracy": 0.3 + d,
                          "attention_entropy": 2.0 + d, "loss_at_1x": 2.0, "loss_at_4x": 2.3,
-                         "final_train_loss": 2.0 + d, "order_preference": 0.9 + d, **extra}
+                         "final_train_loss": 2.0 + d, "order_preference": 0.9 + d,
+                         "order_preference_bigram": 0.55, **extra}
             for i, d in enumerate((0.0, 0.001, -0.001))}
 
 
@@ -53,11 +54,11 @@ def test_claims_follow_the_numbers():
     bad = dict(good, pos_sinusoidal=seeds(2.5, loss_at_1x=2.0, loss_at_4x=2.0),
                block_rmsnorm=seeds(2.6), obj_mlm_nope=seeds(1.5), pos_alibi=seeds(2.0, loss_at_1x=2.0, loss_at_4x=3.0))
     v = by_claim(bad)
-    assert v["Learned ≈ sinusoidal positions in distribution"] == "not reproduced"
-    assert v["Past the training length: sinusoidal worst, RoPE degrades, ALiBi best"] == "not reproduced"
-    assert v["ALiBi stays flat past the training length"] == "not reproduced"
-    assert v["RMSNorm ≈ LayerNorm"] == "not reproduced"
-    assert v["Masked LM without positions fails"] == "within noise"
+    assert v["Learned ≈ sinusoidal positions in distribution"] == "contradicted"
+    assert v["Past the training length: sinusoidal worst, RoPE degrades, ALiBi best"] == "contradicted"
+    assert v["ALiBi stays flat past the training length"] == "contradicted"
+    assert v["RMSNorm ≈ LayerNorm"] == "contradicted"
+    assert v["Masked LM without positions fails"] == "undecided"
 
 
 def test_head_count_u_shape():
@@ -65,7 +66,7 @@ def test_head_count_u_shape():
          "heads_16": seeds(2.0), "heads_32": seeds(2.4)}
     assert by_claim(m)["Head count has a U-shape at fixed width"] == "reproduced"
     m["heads_32"] = seeds(1.952)  # 0.002 above the best interior count: inside the ≈ 0.006 interval
-    assert by_claim(m)["Head count has a U-shape at fixed width"] == "within noise"
+    assert by_claim(m)["Head count has a U-shape at fixed width"] == "undecided"
 
 
 def test_breakage_log_records_divergence_and_objective_caveat():
@@ -75,7 +76,7 @@ def test_breakage_log_records_divergence_and_objective_caveat():
     rows = {r["experiment"]: r for r in breakages(ev, hypotheses, {"obj_mlm": "objective"})}
     assert rows["block_x"]["outcome"] == "diverged at step 12"
     assert "not comparable" in rows["obj_mlm"]["outcome"]
-    assert rows["heads_8"]["outcome"] == "within noise of the baseline"
+    assert rows["heads_8"]["outcome"] == "within the interval of the baseline"
 
 
 def test_breakage_log_flags_runs_stuck_at_the_unigram_loss():
@@ -101,19 +102,19 @@ def test_post_norm_warmup_claim_compares_warmup_lengths_at_one_rate():
     diverged = seeds(2.1, diverged=True, divergence_step=40)  # a divergence is a failure whatever its last loss
     assert by_claim(warmup_runs(diverged, seeds(2.2), seeds(2.01), seeds(2.0)))[claim] == "reproduced"
     # post-norm fails even with the long warm-up: this rate cannot show what warm-up buys
-    assert by_claim(warmup_runs(seeds(3.2), seeds(3.2, diverged=True), seeds(2.01), seeds(2.0)))[claim] == "untestable"
+    assert by_claim(warmup_runs(seeds(3.2), seeds(3.2, diverged=True), seeds(2.01), seeds(2.0)))[claim] == "undecided"
     # pre-norm pays for no warm-up too, but far less than post-norm (a long warm-up costs steps at any placement)
     assert by_claim(warmup_runs(seeds(3.2), seeds(2.2), seeds(2.3), seeds(2.0)))[claim] == "reproduced"
     # both pay the same: what warm-up buys post-norm is what it costs anyone at this budget, not a need
-    assert by_claim(warmup_runs(seeds(3.2), seeds(2.2), seeds(3.0), seeds(2.0)))[claim] == "within noise"
+    assert by_claim(warmup_runs(seeds(3.2), seeds(2.2), seeds(3.0), seeds(2.0)))[claim] == "undecided"
     # post-norm gains more from dropping the warm-up than pre-norm: contradicted
-    assert by_claim(warmup_runs(seeds(2.0), seeds(2.4), seeds(2.0), seeds(2.0)))[claim] == "not reproduced"
+    assert by_claim(warmup_runs(seeds(2.0), seeds(2.4), seeds(2.0), seeds(2.0)))[claim] == "contradicted"
     # pre-norm fails without warm-up: the second half of the claim is contradicted
     assert by_claim(warmup_runs(seeds(3.2), seeds(2.2), seeds(3.0, diverged=True), seeds(2.0)))[claim] == \
-        "not reproduced"
+        "contradicted"
     # a run stuck at the unigram loss learned nothing: it fails, too
     stuck = Evidence(warmup_runs(seeds(3.24), seeds(3.24), seeds(2.0), seeds(2.0)), unigram=3.25)
-    assert {f.claim: f.verdict for f in claims(stuck)}[claim] == "untestable"
+    assert {f.claim: f.verdict for f in claims(stuck)}[claim] == "undecided"
 
 
 def test_stability_map_marks_runs_at_the_unigram_loss():
@@ -145,6 +146,41 @@ ENTROPY = {"attn_single_head": seeds(2.0, attention_entropy=2.0, loss_spikes=0)}
 LEAK = {"attn_single_head": seeds(2.0, final_train_loss=2.0)}
 POSITIONS = {"pos_sinusoidal": seeds(2.0, loss_at_1x=2.0, loss_at_4x=4.0)}
 
+HAVIV = {"pos_learned": seeds(2.0), "pos_sinusoidal": seeds(2.0), "pos_alibi": seeds(2.0)}
+
+
+def nope(preference: float) -> dict:
+    """Causal NoPE preferring the true order this often; the character bigram floor prefers it 55 % of the time."""
+    return seeds(2.0, order_preference=preference, order_preference_bigram=0.55)
+
+
+def high_rate(unstable: list[float], stable: list[float]) -> tuple[dict, dict]:
+    """Runs at lr 0.01 (the highest rate; each experiment also at 0.002) with these attention entropies: unstable
+    ones spiked once. The scaled and unscaled single heads are the first stable ones (the designed pair)."""
+    names = ["attn_single_head", "attn_no_scale"] + [f"x{i}" for i in range(len(unstable) + len(stable))]
+    stable_names, unstable_names = names[: len(stable)], names[len(stable) :]
+    metrics, sweeps = {}, {"baseline": [("baseline", 0.002)]}
+    for name, entropy, spikes in [*zip(stable_names, stable, [0] * len(stable)),
+                                  *zip(unstable_names, unstable, [1] * len(unstable))]:
+        metrics[name] = seeds(2.0)
+        metrics[f"{name}/lr=0.01"] = seeds(2.0, attention_entropy=entropy, loss_spikes=spikes)
+        sweeps[name] = [(name, 0.002), (f"{name}/lr=0.01", 0.01)]
+    return metrics, {"sweeps": sweeps}
+
+
+def generated(exp: str, growth: float) -> tuple[dict, dict]:
+    """exp's eight long generations: trigram loss 2.0 inside the block and 2.0 + growth (± 0.02) in the 4× bin."""
+    noise = [0.02, -0.02] * 4
+    inside, far = [2.0] * 8, [2.0 + growth + n for n in noise]
+    run = {"generation": {"1": inside, "4": far}, "generation_growth": {"4": [f - i for f, i in zip(far, inside)]}}
+    samples = {exp: {"seed0": run}}
+    metrics = {exp: seeds(2.0, gen_1x_ngram_loss=2.0, gen_4x_ngram_loss=2.0 + growth)}
+    if exp == "baseline":
+        metrics = {}
+        samples = {"baseline": {f"seed{i}": run for i in range(3)}}
+    return metrics, {"samples": samples}
+
+
 HEADS_U = {"attn_single_head": seeds(2.3), "heads_2": seeds(2.1), "heads_8": seeds(2.05), "heads_16": seeds(2.1),
            "heads_32": seeds(2.4)}
 EXTRAPOLATION = {"pos_sinusoidal": seeds(2.0, loss_at_1x=2.0, loss_at_4x=4.0),
@@ -154,7 +190,7 @@ WARMUP = {"block_pre_norm_no_warmup": seeds(2.0), "block_pre_norm_long_warmup": 
 
 CLAIM_CASES = [
     ("Head count has a U-shape at fixed width", HEADS_U, "reproduced"),
-    ("Head count has a U-shape at fixed width", HEADS_MONOTONE, "not reproduced"),
+    ("Head count has a U-shape at fixed width", HEADS_MONOTONE, "contradicted"),
     ("Past the training length: sinusoidal worst, RoPE degrades, ALiBi best", EXTRAPOLATION, "reproduced"),
     ("ALiBi stays flat past the training length", EXTRAPOLATION, "reproduced"),
     ("Post-norm needs warm-up; pre-norm trains without", WARMUP, "reproduced"),
@@ -163,123 +199,142 @@ CLAIM_CASES = [
     ("Learned ≈ sinusoidal positions in distribution", {"pos_learned": seeds(2.01), "pos_sinusoidal": seeds(2.0)},
      "reproduced"),
     ("Learned ≈ sinusoidal positions in distribution", {"pos_learned": seeds(2.1), "pos_sinusoidal": seeds(2.0)},
-     "not reproduced"),
+     "contradicted"),
     ("Learned ≈ sinusoidal positions in distribution", {"pos_learned": seeds(2.1)}, "not run"),
     ("1/√d keeps softmax out of saturation (no-scale: lower entropy)",
      {**ENTROPY, "attn_no_scale": seeds(2.0, attention_entropy=1.0)}, "reproduced"),
     ("1/√d keeps softmax out of saturation (no-scale: lower entropy)",
-     {**ENTROPY, "attn_no_scale": seeds(2.0, attention_entropy=3.0)}, "not reproduced"),
+     {**ENTROPY, "attn_no_scale": seeds(2.0, attention_entropy=3.0)}, "contradicted"),
     ("1/√d keeps softmax out of saturation (no-scale: lower entropy)",
-     {**ENTROPY, "attn_no_scale": seeds(2.0, attention_entropy=1.995)}, "within noise"),
+     {**ENTROPY, "attn_no_scale": seeds(2.0, attention_entropy=1.995)}, "undecided"),
     ("1/√d keeps softmax out of saturation (no-scale: lower entropy)", ENTROPY, "not run"),
     ("Past the training length: sinusoidal worst, RoPE degrades, ALiBi best", POSITIONS, "not run"),
     ("ALiBi stays flat past the training length", POSITIONS, "not run"),
     ("At short training length ALiBi does not win in distribution",
      {"pos_alibi": seeds(2.01), "pos_sinusoidal": seeds(2.0)}, "reproduced"),
     ("At short training length ALiBi does not win in distribution",
-     {"pos_alibi": seeds(1.9), "pos_sinusoidal": seeds(2.0)}, "not reproduced"),
+     {"pos_alibi": seeds(1.9), "pos_sinusoidal": seeds(2.0)}, "contradicted"),
     ("At short training length ALiBi does not win in distribution", {"pos_alibi": seeds(1.9)}, "not run"),
     ("Learned absolute positions cannot extrapolate",
      {"pos_learned": seeds(2.0, loss_at_1x=2.0, loss_at_2x=None, loss_at_4x=None)}, "reproduced"),
     ("Learned absolute positions cannot extrapolate",
-     {"pos_learned": seeds(2.0, loss_at_1x=2.0, loss_at_2x=2.1, loss_at_4x=None)}, "not reproduced"),
+     {"pos_learned": seeds(2.0, loss_at_1x=2.0, loss_at_2x=2.1, loss_at_4x=None)}, "contradicted"),
     ("Learned absolute positions cannot extrapolate", {"pos_learned": seeds(2.0, loss_at_1x=2.0)}, "not run"),
     ("Learned absolute positions cannot extrapolate", {}, "not run"),
-    ("Causal LM without positions is close to with", {"pos_none": seeds(2.05)}, "within noise"),
-    ("Causal LM without positions is close to with", {"pos_none": seeds(2.005)}, "reproduced"),
-    ("Causal LM without positions is close to with", {"pos_none": seeds(2.5)}, "not reproduced"),
+    ("Causal LM without positions is close to with", {**HAVIV, "pos_none": seeds(2.05)}, "undecided"),
+    ("Causal LM without positions is close to with", {**HAVIV, "pos_none": seeds(2.005)}, "reproduced"),
+    ("Causal LM without positions is close to with", {**HAVIV, "pos_none": seeds(2.5)}, "contradicted"),
+    ("Causal LM without positions is close to with",  # close to learned, far from ALiBi: Haviv's arms, every one
+     {**HAVIV, "pos_alibi": seeds(1.8), "pos_none": seeds(2.005)}, "contradicted"),
     ("Causal LM without positions is close to with", {}, "not run"),
-    ("Masked LM without positions fails", {"obj_mlm": seeds(1.5), "obj_mlm_nope": seeds(1.0)}, "not reproduced"),
+    ("Masked LM without positions fails", {"obj_mlm": seeds(1.5), "obj_mlm_nope": seeds(1.0)}, "contradicted"),
     ("Masked LM without positions fails", {"obj_mlm": seeds(1.5)}, "not run"),
-    ("Masked LM without positions fails", {"obj_mlm": seeds(1.5), "obj_mlm_nope": seeds(1.502)}, "within noise"),
+    ("Masked LM without positions fails", {"obj_mlm": seeds(1.5), "obj_mlm_nope": seeds(1.502)}, "undecided"),
     ("Masked LM without positions fails", {"obj_mlm": seeds(1.5), "obj_mlm_nope": seeds(2.5)}, "reproduced"),
     ("Post-norm needs warm-up; pre-norm trains without", {"block_post_norm": seeds(2.0)}, "not run"),
     ("Without positions a causal LM still tells order (the mask leaks it); an MLM cannot",
-     {"pos_none": seeds(2.0, order_preference=0.8), "obj_mlm_nope": seeds(3.0, order_preference=0.5)}, "reproduced"),
+     {"pos_none": nope(0.8), "obj_mlm_nope": seeds(3.0, order_preference=0.5)}, "reproduced"),
     ("Without positions a causal LM still tells order (the mask leaks it); an MLM cannot",
-     {"pos_none": seeds(2.0, order_preference=0.8), "obj_mlm_nope": seeds(3.0, order_preference=0.8)},
-     "not reproduced"),
+     {"pos_none": nope(0.8), "obj_mlm_nope": seeds(3.0, order_preference=0.8)}, "contradicted"),
     ("Without positions a causal LM still tells order (the mask leaks it); an MLM cannot",
-     {"pos_none": seeds(2.0, order_preference=0.502), "obj_mlm_nope": seeds(3.0, order_preference=0.5)},
-     "within noise"),
+     {"pos_none": nope(0.552), "obj_mlm_nope": seeds(3.0, order_preference=0.5)}, "undecided"),
     ("Without positions a causal LM still tells order (the mask leaks it); an MLM cannot",
-     {"pos_none": seeds(2.0, order_preference=0.8)}, "not run"),
+     # prefers the true order, but no more than one character of context does: the floor, not positions
+     {"pos_none": nope(0.55), "obj_mlm_nope": seeds(3.0, order_preference=0.5)}, "undecided"),
+    ("Without positions a causal LM still tells order (the mask leaks it); an MLM cannot",
+     {"pos_none": nope(0.8)}, "not run"),
     ("Without positions a causal LM still tells order (the mask leaks it); an MLM cannot",  # exact ties: structural
-     {"pos_none": seeds(2.0, order_preference=0.8), "obj_mlm_nope": seeds(3.0, order_preference=0.5, order_ties=1.0)},
-     "reproduced"),
+     {"pos_none": nope(0.8), "obj_mlm_nope": seeds(3.0, order_preference=0.5, order_ties=1.0)}, "reproduced"),
     ("Without positions a causal LM still tells order (the mask leaks it); an MLM cannot",
-     {"pos_none": seeds(2.0, order_preference=0.8), "obj_mlm_nope": seeds(3.0, order_preference=0.8, order_ties=0.9)},
-     "not reproduced"),
+     {"pos_none": nope(0.8), "obj_mlm_nope": seeds(3.0, order_preference=0.8, order_ties=0.9)}, "contradicted"),
     ("With warm-up, pre-norm is not always better at the end", {"block_post_norm": seeds(2.01)}, "reproduced"),
-    ("With warm-up, pre-norm is not always better at the end", {"block_post_norm": seeds(2.5)}, "not reproduced"),
+    ("With warm-up, pre-norm is not always better at the end", {"block_post_norm": seeds(2.5)}, "contradicted"),
     ("With warm-up, pre-norm is not always better at the end", {}, "not run"),
     ("RMSNorm ≈ LayerNorm", {}, "not run"),
     ("No residual trains worse, even at its best learning rate", {"block_no_residual": seeds(3.0)}, "reproduced"),
-    ("No residual trains worse, even at its best learning rate", {"block_no_residual": seeds(1.9)}, "not reproduced"),
+    ("No residual trains worse, even at its best learning rate", {"block_no_residual": seeds(1.9)}, "contradicted"),
     ("No residual trains worse, even at its best learning rate", {}, "not run"),
     # judged from the init probe, not from metrics (test_dong_is_judged_at_init_from_the_init_probe)
     ("Without residuals token states collapse toward uniform with depth", {}, "not run"),
-    ("Low attention entropy goes with instability",
-     {**ENTROPY, "attn_no_scale": seeds(2.0, attention_entropy=1.0, loss_spikes=20)}, "reproduced"),
-    ("Low attention entropy goes with instability",  # 3 spikes against 0: a Poisson count that small is noise
-     {**ENTROPY, "attn_no_scale": seeds(2.0, attention_entropy=1.0, loss_spikes=3)}, "within noise"),
-    ("Low attention entropy goes with instability",
-     {**ENTROPY, "attn_no_scale": seeds(2.0, attention_entropy=3.0, loss_spikes=20)}, "not reproduced"),
+    ("Low attention entropy goes with instability", *high_rate([0.1, 0.2], [2.0, 2.1, 2.2, 2.3, 2.4, 2.5]),
+     "reproduced"),
+    ("Low attention entropy goes with instability", *high_rate([3.0, 3.1], [2.0, 2.1, 2.2, 2.3, 2.4, 2.5]),
+     "contradicted"),
+    # one unstable run among eight: the smallest p a rank test can reach is 1/8, nothing can be decided
+    ("Low attention entropy goes with instability", *high_rate([0.1], [2.0, 2.1, 2.2, 2.3, 2.4, 2.5, 2.6]),
+     "undecided"),
+    ("Low attention entropy goes with instability", *high_rate([], [2.0, 2.1, 2.2]), "undecided"),  # nothing fired
     ("Low attention entropy goes with instability", ENTROPY, "not run"),
-    ("Low attention entropy goes with instability",  # the detector fired nowhere: no evidence either way
-     {**ENTROPY, "attn_no_scale": seeds(2.0, attention_entropy=1.0, loss_spikes=0)}, "untestable"),
+    *((f"{method}: generations past the training length {claimed}", *generated(exp, growth), verdict)
+      for method, exp, claimed, growth, verdict in (
+          ("sinusoidal", "pos_sinusoidal", "degrade", 1.0, "reproduced"),
+          ("sinusoidal", "pos_sinusoidal", "degrade", -1.0, "contradicted"),
+          ("sinusoidal", "pos_sinusoidal", "degrade", 0.0, "undecided"),
+          ("RoPE", "baseline", "degrade", 1.0, "reproduced"),
+          ("ALiBi", "pos_alibi", "stay text-like", 0.0, "reproduced"),
+          ("ALiBi", "pos_alibi", "stay text-like", 1.0, "contradicted"),
+          ("T5 bias", "pos_t5", "stay text-like", 0.0, "reproduced"),
+          ("T5 bias", "pos_t5", "stay text-like", 0.06, "undecided"))),
+    ("ALiBi: generations past the training length stay text-like", {}, "not run"),
     ("Denoising objectives beat plain LM on a recovery probe", {"obj_mlm": seeds(1.5, recovery_accuracy=0.1)},
-     "not reproduced"),
+     "contradicted"),
     ("Denoising objectives beat plain LM on a recovery probe", {"obj_mlm": seeds(1.5, recovery_accuracy=0.302)},
-     "within noise"),
+     "undecided"),
     ("Denoising objectives beat plain LM on a recovery probe", {"obj_mlm": seeds(1.5, recovery_accuracy=0.4)},
      "reproduced"),
     ("Denoising objectives beat plain LM on a recovery probe", {}, "not run"),
-    ("Denoising objectives beat plain LM downstream, after the same fine-tuning",
-     {"baseline": base(finetune_accuracy=0.55), "obj_mlm": seeds(1.5, finetune_accuracy=0.65)}, "reproduced"),
-    ("Denoising objectives beat plain LM downstream, after the same fine-tuning",
-     {"baseline": base(finetune_accuracy=0.65), "obj_mlm": seeds(1.5, finetune_accuracy=0.55)}, "not reproduced"),
-    ("Denoising objectives beat plain LM downstream, after the same fine-tuning", {}, "not run"),
-    ("Denoising objectives beat plain LM downstream, after the same fine-tuning",  # nothing learned the task
-     {"baseline": base(finetune_accuracy=0.49), "obj_mlm": seeds(1.5, finetune_accuracy=0.52)}, "untestable"),
+    ("Denoising objectives beat a prefix LM downstream, after the same fine-tuning",
+     {"baseline": base(finetune_accuracy=0.55), "obj_prefix": seeds(1.9, finetune_accuracy=0.55),
+      "obj_mlm": seeds(1.5, finetune_accuracy=0.65)}, "reproduced"),
+    ("Denoising objectives beat a prefix LM downstream, after the same fine-tuning",
+     {"baseline": base(finetune_accuracy=0.55), "obj_prefix": seeds(1.9, finetune_accuracy=0.65),
+      "obj_mlm": seeds(1.5, finetune_accuracy=0.55)}, "contradicted"),
+    ("Denoising objectives beat a prefix LM downstream, after the same fine-tuning",
+     {"obj_mlm": seeds(1.5, finetune_accuracy=0.65)}, "not run"),
+    ("Denoising objectives beat a prefix LM downstream, after the same fine-tuning",  # nothing learned the task
+     {"baseline": base(finetune_accuracy=0.49), "obj_prefix": seeds(1.9, finetune_accuracy=0.5),
+      "obj_mlm": seeds(1.5, finetune_accuracy=0.52)}, "undecided"),
     ("No causal mask → leaked, too-low train loss",
      {**LEAK, "attn_no_mask": seeds(0.5, final_train_loss=0.5, val_loss_with_causal_mask=4.0)}, "reproduced"),
     ("No causal mask → leaked, too-low train loss",
-     {**LEAK, "attn_no_mask": seeds(2.5, final_train_loss=2.5, val_loss_with_causal_mask=4.0)}, "not reproduced"),
+     {**LEAK, "attn_no_mask": seeds(2.5, final_train_loss=2.5, val_loss_with_causal_mask=4.0)}, "contradicted"),
     ("No causal mask → leaked, too-low train loss",
-     {**LEAK, "attn_no_mask": seeds(0.5, final_train_loss=0.5, val_loss_with_causal_mask=2.0)}, "within noise"),
+     {**LEAK, "attn_no_mask": seeds(0.5, final_train_loss=0.5, val_loss_with_causal_mask=2.0)}, "undecided"),
     ("No causal mask → leaked, too-low train loss", LEAK, "not run"),
     ("Swapping Q/K roles is a relabelling (no change)",
      {"attn_single_head": seeds(2.0), "attn_qkv_swap": seeds(2.01)}, "reproduced"),
     ("Swapping Q/K roles is a relabelling (no change)",
-     {"attn_single_head": seeds(2.0), "attn_qkv_swap": seeds(2.3)}, "not reproduced"),
+     {"attn_single_head": seeds(2.0), "attn_qkv_swap": seeds(2.3)}, "contradicted"),
     ("Swapping Q/K roles is a relabelling (no change)", {"attn_single_head": seeds(2.0)}, "not run"),
     ("The learned Q/K/V roles matter: swapped in the trained model, it breaks", {"baseline": base(
         role_swap_intact=2.0, role_swap_swap_qk=3.0, role_swap_swap_qv=3.5, role_swap_swap_kv=3.2)}, "reproduced"),
     ("The learned Q/K/V roles matter: swapped in the trained model, it breaks", {"baseline": base(
-        role_swap_intact=2.0, role_swap_swap_qk=2.0, role_swap_swap_qv=3.5, role_swap_swap_kv=3.2)}, "within noise"),
+        role_swap_intact=2.0, role_swap_swap_qk=2.0, role_swap_swap_qv=3.5, role_swap_swap_kv=3.2)}, "undecided"),
     ("The learned Q/K/V roles matter: swapped in the trained model, it breaks", {}, "not run"),
     ("Tied Q = K (symmetric scores) trains worse", {"attn_tied_qk": seeds(2.5), "attn_single_head": seeds(2.0)},
      "reproduced"),
     ("Tied Q = K (symmetric scores) trains worse", {"attn_tied_qk": seeds(1.9), "attn_single_head": seeds(2.0)},
-     "not reproduced"),
+     "contradicted"),
     ("Tied Q = K (symmetric scores) trains worse", {"attn_single_head": seeds(2.0)}, "not run"),
     ("One head needs no separate value projection", {"attn_no_value": seeds(2.0), "attn_single_head": seeds(2.0)},
      "reproduced"),
     ("One head needs no separate value projection", {"attn_no_value": seeds(2.5), "attn_single_head": seeds(2.0)},
-     "not reproduced"),
+     "contradicted"),
     ("One head needs no separate value projection", {"attn_single_head": seeds(2.0)}, "not run"),
 ]
 
 
 def test_every_claim_is_covered_by_the_cases():
     named = {c.claim for c in claims(Evidence({"baseline": base()}))}
-    assert named == {claim for claim, _, _ in CLAIM_CASES}
+    assert named == {case[0] for case in CASES}
 
 
-@pytest.mark.parametrize("claim,runs,expected", CLAIM_CASES, ids=[f"{c[0][:40]}->{c[2]}" for c in CLAIM_CASES])
-def test_each_claim_returns_each_of_its_verdicts(claim, runs, expected):
-    assert by_claim({"baseline": base(), **runs})[claim] == expected
+CASES = [(c[0], c[1], c[2], {}) if len(c) == 3 else (c[0], c[1], c[3], c[2]) for c in CLAIM_CASES]
+
+
+@pytest.mark.parametrize("claim,runs,expected,evidence", CASES, ids=[f"{c[0][:40]}->{c[2]}" for c in CASES])
+def test_each_claim_returns_each_of_its_verdicts(claim, runs, expected, evidence):
+    assert by_claim({"baseline": base(), **runs}, **evidence)[claim] == expected
 
 
 
@@ -308,17 +363,17 @@ def test_effect_over_training_flags_a_closing_gap():
         return {"seed0": {"val": {"sum": [losses[-1]] * 4, "count": [1] * 4},
                           "curve": {"steps": [100, 200, 300], "windows": [[v, v + 0.1, v - 0.1, v] for v in losses]}}}
 
-    metrics = {"baseline": {"seed0": {"val_loss": 2.0}}, "pos_none": {"seed0": {"val_loss": 2.1}}}
-    samples = {"baseline": run([3.0, 2.5, 2.0]), "pos_none": run([3.5, 2.8, 2.1])}
+    metrics = {"baseline": {"seed0": {"val_loss": 2.0}}, "block_rmsnorm": {"seed0": {"val_loss": 2.1}}}
+    samples = {"baseline": run([3.0, 2.5, 2.0]), "block_rmsnorm": run([3.5, 2.8, 2.1])}
     ev = Evidence(metrics, samples)
-    points = ev.curve("pos_none", "baseline")
+    points = ev.curve("block_rmsnorm", "baseline")
     assert [s for s, _ in points] == [100, 200, 300]
     assert [round(e.value, 3) for _, e in points] == [0.5, 0.3, 0.1]
-    (finding,) = [f for f in claims(ev) if f.claim == "Causal LM without positions is close to with"]
+    (finding,) = [f for f in claims(ev) if f.claim == "RMSNorm ≈ LayerNorm"]
     assert finding.still_changing
     assert "over training +0.500 at step 100 → +0.100 at step 300 (closing)" in finding.measurement
-    samples["pos_none"] = run([3.5, 2.6, 2.1])  # the gap closed by step 200 and stayed
-    (finding,) = [f for f in claims(Evidence(metrics, samples)) if f.claim.startswith("Causal LM without")]
+    samples["block_rmsnorm"] = run([3.5, 2.6, 2.1])  # the gap closed by step 200 and stayed
+    (finding,) = [f for f in claims(Evidence(metrics, samples)) if f.claim == "RMSNorm ≈ LayerNorm"]
     assert not finding.still_changing
 
 
@@ -341,7 +396,7 @@ def test_extrapolation_order_needs_rope_between_sinusoidal_and_alibi():
             "pos_alibi": seeds(2.0, loss_at_1x=2.0, loss_at_4x=2.0)}
     assert by_claim(runs)[claim] == "reproduced"
     runs["pos_alibi"] = seeds(2.0, loss_at_1x=2.0, loss_at_4x=2.5)  # ALiBi grows more than RoPE
-    assert by_claim(runs)[claim] == "not reproduced"
+    assert by_claim(runs)[claim] == "contradicted"
 
 
 def test_peer_comparison_outcomes():
@@ -381,12 +436,14 @@ def test_each_claim_reads_the_runs_its_row_names(claim):
     if not claim.runs:  # judged from the init probe, not from runs: its own test covers every verdict
         assert claim.claim in INIT_JUDGED
         return
-    reproduced = [runs for name, runs, verdict in CLAIM_CASES if name == claim.claim and verdict == "reproduced"]
+    reproduced = [(runs, evidence) for name, runs, verdict, evidence in CASES
+                  if name == claim.claim and verdict == "reproduced"]
     assert reproduced, f"no reproduced case for {claim.claim!r}"
     assert set(claim.runs) <= required_experiments()
+    runs, evidence = reproduced[0]
     for missing in set(claim.runs) - {"baseline"}:
-        runs = {k: v for k, v in reproduced[0].items() if k != missing}
-        assert by_claim({"baseline": base(), **runs})[claim.claim] == "not run", missing
+        kept = {k: v for k, v in runs.items() if k != missing and not k.startswith(f"{missing}/")}
+        assert by_claim({"baseline": base(), **kept}, **evidence)[claim.claim] == "not run", missing
 
 
 def test_extrapolation_is_judged_at_the_first_length_past_the_block_not_at_the_ceiling():

@@ -160,7 +160,7 @@ def test_dvc_repro_smoke_study(dvc):
     headline = files["results/headline.json"]["data"]
     assert headline["runs"] == sum(len(r) for r in json.loads((dvc / "results" / "metrics.json").read_text()).values())
     verdicts = files["results/verdicts.json"]["data"]
-    counted = sum(verdicts[v] for v in ("reproduced", "not reproduced", "within noise", "not run"))
+    counted = sum(verdicts[v] for v in ("reproduced", "contradicted", "undecided", "not run"))
     assert counted + verdicts["proxy"] >= 18 and verdicts["proxy"] >= 1  # one per claim; proxies counted apart
     assert verdicts["not run"] == 0  # the smoke profile runs every experiment a claim reads: each claim is judged
 

@@ -101,34 +101,34 @@ def est(value: float, half: float) -> Estimate:
 def test_greater_and_less_branches():
     assert greater(None) == "not run"
     assert greater(est(0.5, 0.1)) == "reproduced"
-    assert greater(est(-0.5, 0.1)) == "not reproduced"
-    assert greater(est(0.05, 0.1)) == "within noise"
+    assert greater(est(-0.5, 0.1)) == "contradicted"
+    assert greater(est(0.05, 0.1)) == "undecided"
     assert less(est(-0.5, 0.1)) == "reproduced"
-    assert less(est(0.5, 0.1)) == "not reproduced"
-    assert less(est(0.0, 0.1)) == "within noise"
+    assert less(est(0.5, 0.1)) == "contradicted"
+    assert less(est(0.0, 0.1)) == "undecided"
     assert less(None) == "not run"
 
 
 def test_equivalent_branches():
     assert equivalent(None, 0.05) == "not run"
     assert equivalent(est(0.01, 0.02), 0.05) == "reproduced"
-    assert equivalent(est(0.2, 0.05), 0.05) == "not reproduced"
-    assert equivalent(est(-0.2, 0.05), 0.05) == "not reproduced"
-    assert equivalent(est(0.04, 0.05), 0.05) == "within noise"
+    assert equivalent(est(0.2, 0.05), 0.05) == "contradicted"
+    assert equivalent(est(-0.2, 0.05), 0.05) == "contradicted"
+    assert equivalent(est(0.04, 0.05), 0.05) == "undecided"
 
 
 def test_at_most_branches():
     assert at_most(None, 0.05) == "not run"
     assert at_most(est(-0.3, 0.1), 0.05) == "reproduced"
-    assert at_most(est(0.3, 0.1), 0.05) == "not reproduced"
-    assert at_most(est(0.05, 0.1), 0.05) == "within noise"
+    assert at_most(est(0.3, 0.1), 0.05) == "contradicted"
+    assert at_most(est(0.05, 0.1), 0.05) == "undecided"
 
 
 def test_compound_rule():
     assert all_of(["reproduced", "reproduced"]) == "reproduced"
-    assert all_of(["reproduced", "within noise"]) == "within noise"
-    assert all_of(["reproduced", "not reproduced"]) == "not reproduced"
-    assert all_of(["within noise", "not run"]) == "not run"
+    assert all_of(["reproduced", "undecided"]) == "undecided"
+    assert all_of(["reproduced", "contradicted"]) == "contradicted"
+    assert all_of(["undecided", "not run"]) == "not run"
     assert all_of([]) == "not run"
 
 

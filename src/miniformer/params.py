@@ -79,10 +79,12 @@ class EvalConfig:
     max_tokens: int = 16384  # tokens per evaluation length for the extrapolation sweep
     split_tokens: int = 131072  # tokens of val/test scored for the final losses; 0 = the whole split
     probe_line: str = "Romeo: But, soft! what light through yonder window breaks?"
+    probe: bool = False  # run the shared recovery probe (the objectives' common measure; ~30 s for a causal model)
     probe_items: int = 1280  # hidden tokens of the shared probe (one per held-out test line)
     order_windows: int = 64  # windows for the order-sensitivity probe
     order_pairs: int = 300  # minimal pairs (two words of a held-out line swapped) for the order probe
-    gen_multiples: list = field(default_factory=lambda: [1, 4])
+    gen_multiples: list = field(default_factory=lambda: [1, 2, 4])  # position bins of the long generations
+    gen_samples: int = 8  # long generations per run: their spread is the interval on generation quality
     temperature: float = 0.8
     top_k: int = 20
     role_swap: bool = False  # also score the val loss with the trained Q/K/V roles swapped (evaluation/role_swap.py)
@@ -92,7 +94,7 @@ class EvalConfig:
 
 
 SECTIONS: dict[str, type] = {"data": DataConfig, "model": ModelConfig, "train": TrainConfig, "eval": EvalConfig}
-EXPERIMENT_KEYS = {"group", "hypothesis", "all_seeds", "peer", "sweep", *SECTIONS}
+EXPERIMENT_KEYS = {"group", "hypothesis", "all_seeds", "seeds", "peer", "sweep", *SECTIONS}
 PROFILE_KEYS = {"seeds_per_experiment", *SECTIONS}
 TOP_KEYS = {"profile", "seeds", "experiments", "profiles", "findings", *SECTIONS}
 SWEEP_SECTIONS = ("model", "train", "eval")  # data is shared by every run: one tokenization
@@ -304,14 +306,15 @@ class Study:
         return self.raw.get("profiles", {}).get(self.profile, {})
 
     def seeds_for(self, experiment: str) -> list[int]:
-        """The reference (and experiments marked all_seeds) run every seed; the rest run as many as the profile says;
-        a sweep point runs its experiment's first seed."""
+        """The reference (and experiments marked all_seeds) run every seed; the rest the first `seeds:` of them (an
+        experiment whose claim needs its own spread), or as many as the profile says, whichever is more; a sweep
+        point runs its experiment's first seed."""
         if experiment in self.points:
             return self.seeds_for(self.points[experiment][0])[:1]
         exp = self.experiments[experiment]
         if experiment == self.reference or exp.get("all_seeds"):
             return list(self.seeds)
-        n = self._profile_overrides().get("seeds_per_experiment", 1)
+        n = max(self._profile_overrides().get("seeds_per_experiment", 1), exp.get("seeds", 1))
         return list(self.seeds[: max(1, n)])
 
     def runs(self) -> list[tuple[str, int]]:
@@ -423,6 +426,10 @@ def _check_experiment(name: Any, exp: dict) -> None:
     _check_keys(exp, EXPERIMENT_KEYS, f"experiments.{name}.")
     _check_value(exp.get("hypothesis", ""), str, f"experiments.{name}.hypothesis")
     _check_value(exp.get("all_seeds", False), bool, f"experiments.{name}.all_seeds")
+    n = exp.get("seeds", 1)
+    if type(n) is not int or n < 1:
+        raise UserError(f"params: experiments.{name}.seeds = {_short(n)} must be an integer >= 1 (how many of the "
+                        "study's seeds it runs)")
     _check_value(exp.get("peer", False), bool, f"experiments.{name}.peer")
     if not isinstance(exp.get("group"), str) or exp.get("group") not in GROUPS:
         raise UserError(
@@ -498,6 +505,7 @@ def _validate_eval(e: EvalConfig, where: str) -> None:
         (e.probe_items > 0 and e.order_windows > 0 and e.order_pairs > 0,
          "eval.probe_items, eval.order_windows and eval.order_pairs must be > 0"),
         (e.top_k > 0, f"eval.top_k = {e.top_k} must be > 0"),
+        (e.gen_samples >= 1, f"eval.gen_samples = {e.gen_samples} must be >= 1"),
         (e.temperature >= 0, f"eval.temperature = {e.temperature} must be >= 0 (0 = greedy)"),
         (e.finetune_steps > 0 and e.finetune_items >= 8,
          f"eval.finetune_steps = {e.finetune_steps} must be > 0 and eval.finetune_items = {e.finetune_items} >= 8"),

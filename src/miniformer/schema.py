@@ -30,6 +30,7 @@ def params_schema() -> dict:
     overrides = {name: sections[name] for name in ("model", "train", "eval")}
     experiment = {"type": "object", "required": ["group"], "additionalProperties": False, "properties": {
         "group": {"enum": list(GROUPS)}, "hypothesis": {"type": "string"}, "all_seeds": {"type": "boolean"},
+        "seeds": {"type": "integer", "minimum": 1},
         "peer": {"type": "boolean"}, "sweep": {"type": "object", "additionalProperties": {"type": "array"}},
         **overrides}}
     profile = {"type": "object", "additionalProperties": False,

@@ -104,13 +104,22 @@ def minimal_pairs(s: Subject) -> Measured:
     for left-to-right objectives, pseudo-log-likelihood (each token hidden in turn, as in training) for MLM and
     span. Scores within ORDER_TIE nats are a tie: a bidirectional model without positions gives both orders the
     same score exactly, up to float summation order."""
-    outcomes = []
+    outcomes, floor = [], []
+    bigram = s.ngram(2)
     for true, swapped in order_pairs(s):
         a, b = sequence_score(s, true), sequence_score(s, swapped)
-        outcomes.append(0.5 if abs(a - b) < ORDER_TIE else float(a > b))
+        outcomes.append(preferred(a, b))
+        floor.append(preferred(float(bigram.token_log_probs(true).sum()), float(bigram.token_log_probs(swapped).sum())))
     return Measured({"minimal_pairs": {
         "pairs": len(outcomes),
         "true_order_preferred": float(np.mean(outcomes)) if outcomes else None,
         "ties": int(sum(o == 0.5 for o in outcomes)),
         "scoring": s.objective.scoring,
-    }}, {"pairs": outcomes})
+        # the floor: the train split's character bigram model on the same pairs (one character of context)
+        "bigram_true_order_preferred": float(np.mean(floor)) if floor else None,
+    }}, {"pairs": outcomes, "pairs_bigram": floor})
+
+
+def preferred(true_score: float, swapped_score: float) -> float:
+    """1 when the true order scores higher, 0 when the swapped one does, 0.5 for a tie."""
+    return 0.5 if abs(true_score - swapped_score) < ORDER_TIE else float(true_score > swapped_score)

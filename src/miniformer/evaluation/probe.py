@@ -43,6 +43,8 @@ def continuation_loss(s: Subject, ids: list[int]) -> float | None:
 def shared_probe(s: Subject) -> Measured:
     """Per-item outcomes go to windows.json, so the report can put an interval on the accuracy and compare two runs
     item by item."""
+    if not s.run.eval.probe:
+        return Measured({})
     items = probe_items(s)
     outcomes, in_candidates, cont_losses = [], [], []
     for ids, i in items:

@@ -5,10 +5,12 @@ from __future__ import annotations
 import functools
 from dataclasses import dataclass, field
 
+import numpy as np
 import torch
 
 from miniformer.network.objectives import Objective, Specials, objective_named
 from miniformer.params import RunConfig
+from miniformer.runtime.ngram import NgramModel
 from miniformer.runtime.tokendata import TokenData
 
 
@@ -30,6 +32,13 @@ class Subject:
         self.objective: Objective = objective_named(run.train.objective)
         self.T = run.model.block_size
         self.tok = data.tokenizer
+        self._ngrams: dict[int, NgramModel] = {}
+
+    def ngram(self, order: int) -> NgramModel:
+        """The train split's n-gram model of this order (built once per subject)."""
+        if order not in self._ngrams:
+            self._ngrams[order] = NgramModel(np.asarray(self.data.splits["train"]), self.data.vocab_size, order)
+        return self._ngrams[order]
 
     @functools.cached_property
     def held_out_lines(self) -> list[str]:

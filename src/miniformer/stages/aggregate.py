@@ -57,6 +57,7 @@ def run_scalars(train: dict, ev: dict) -> dict:
         "attention_entropy": _mean(ev.get("attention_entropy") or []),
         "order_delta": ev.get("order_sensitivity", {}).get("delta"),
         "order_preference": ev.get("minimal_pairs", {}).get("true_order_preferred"),
+        "order_preference_bigram": ev.get("minimal_pairs", {}).get("bigram_true_order_preferred"),
         "order_ties": (ev["minimal_pairs"]["ties"] / ev["minimal_pairs"]["pairs"]
                        if ev.get("minimal_pairs", {}).get("pairs") else None),
         "hidden_uniformity": ev.get("hidden_uniformity"),
@@ -76,8 +77,9 @@ def run_scalars(train: dict, ev: dict) -> dict:
     for name, loss in ev.get("role_swap", {}).items():
         out[f"role_swap_{name}"] = loss
     for m, r in ev.get("generation_stats", {}).items():
-        out[f"gen_{m}x_distinct_2"] = r["distinct_2"]
-        out[f"gen_{m}x_repetition"] = r["repetition"]
+        if isinstance(r, dict):
+            out[f"gen_{m}x_ngram_loss"] = r["ngram_loss"]
+    out["gen_repetition"] = ev.get("generation_stats", {}).get("repetition")
     return out
 
 

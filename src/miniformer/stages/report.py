@@ -44,7 +44,7 @@ from miniformer.study.roles import (
     SINGLE_HEAD,
     STABILITY_ROWS,
 )
-from miniformer.study.stats import minus
+from miniformer.study.stats import minus, source_quantity
 
 
 def read_json(path: Path, remedy: str = STAGES_FIRST) -> dict:
@@ -96,6 +96,25 @@ def group_of(study: Study, group: str) -> list[str]:
     return [e for e, spec in study.experiments.items() if spec["group"] == group]
 
 
+def text_references(data_dir: Path) -> tuple[float | None, float | None]:
+    """The two ends of the generation-quality scale: held-out (val) text under the train split's trigram model, and
+    the same characters shuffled (the quality probe's own check, see evaluation/generations.py)."""
+    from miniformer.evaluation.generations import QUALITY_ORDER
+    from miniformer.runtime.ngram import NgramModel
+    from miniformer.runtime.tokendata import TokenData
+
+    try:
+        data = TokenData(data_dir)
+    except Exception:  # noqa: BLE001 - the report still renders without these reference lines
+        return None, None
+    model = NgramModel(np.asarray(data.splits["train"]), data.vocab_size, QUALITY_ORDER)
+    val = np.asarray(data.splits["val"][:REFERENCE_CHARACTERS])
+    return model.loss(val), model.loss(np.random.default_rng(0).permutation(val))
+
+
+REFERENCE_CHARACTERS = 20000  # of the val split, for the generation-quality reference lines
+
+
 def unigram_loss(data_dir: Path) -> float | None:
     """Cross-entropy of the val split under the train split's token frequencies (add-one): the no-context floor."""
     from miniformer.runtime.tokendata import TokenData
@@ -121,6 +140,7 @@ class ReportInputs:
     ev: Evidence
     base: RunConfig
     figs: dict[str, str]
+    text_references: tuple[float | None, float | None] = (None, None)  # trigram loss: held-out text, shuffled
 
     @property
     def m(self):
@@ -181,7 +201,29 @@ def positions_section(r: ReportInputs) -> dict:
             "growth": growth, "growth_multiples": [x for x in multiples if x > 1],
             "order": {k: files.eval(v)["order_sensitivity"] for k, v in pos.items()}, "pairs": pairs,
             "pair_count": next(iter(pairs.values()), {}).get("pairs", 0),
-            "long_gens": {k: files.generations(v) for k, v in pos.items()}}
+            **generation_quality(r, {**pos, "no causal mask": NO_MASK} if r.m.has(NO_MASK) else pos)}
+
+
+def generation_quality(r: ReportInputs, runs: dict[str, str]) -> dict:
+    """Per method: each position bin's trigram loss (mean over the samples ± its interval) and one sample's text."""
+    table, series = {}, {}
+    for name, exp in runs.items():
+        gens = r.files.generations(exp)
+        if "texts" not in gens:
+            continue
+        bins = []
+        for label in gens["ngram_loss"]:
+            e = r.ev.contrast(source_quantity(f"generation:{label}"), [f"generation:{label}"], [(exp, 1.0)])
+            if e is not None:
+                bins.append((label, e.value, e.half_width))
+        series[name] = bins
+        table[name] = {"bins": [(b, f"{v:.3f} ± {h:.3f}") for b, v, h in bins], "text": gens["texts"][0],
+                       "samples": len(gens["texts"]), "unreached": gens.get("unreached", []),
+                       "repetition": r.m.mean(exp, "gen_repetition")}
+    real, shuffled = r.text_references
+    if series:
+        r.draw("generation_quality", figures.generation_quality(series, real, shuffled, r.base.model.block_size))
+    return {"long_gens": table, "text_real": real, "text_shuffled": shuffled, "gen_samples": r.base.eval.gen_samples}
 
 
 def attention_section(r: ReportInputs) -> dict:
@@ -332,7 +374,8 @@ def build_report(study: Study, results: Path, out: Path, data_dir: Path = DATA_D
     check_experiments(study.experiments)
     figures.use_palette(study.names(), aliases=POSITION_RUNS)  # one colour per method in every figure
     ev = load_evidence(study, results, data_dir)
-    r = ReportInputs(study, results, RunFiles(study, results), ev, study.config(study.reference, study.seeds[0]), {})
+    r = ReportInputs(study, results, RunFiles(study, results), ev, study.config(study.reference, study.seeds[0]), {},
+                     text_references(data_dir))
     found = claims(ev)
     context: dict = {}
     for section in SECTIONS:

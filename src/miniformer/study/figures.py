@@ -185,6 +185,27 @@ def head_count(counts: list[int], means: list[float], halves: list[float], n_emb
     return fig
 
 
+def generation_quality(series: dict[str, list[tuple[str, float, float]]], real: float | None,
+                       shuffled: float | None, block_size: int):
+    """Trigram loss of generated text per position bin (mean over samples ± its 95 % interval), one line per method,
+    with real held-out text and the same characters shuffled as the two ends of the scale."""
+    fig, ax = plt.subplots(figsize=(7, 3.8))
+    for name, points in series.items():
+        xs = [int(b) for b, _, _ in points]
+        ax.errorbar(xs, [v for _, v, _ in points], yerr=[h for _, _, h in points], marker="o", capsize=3,
+                    label=name, color=color_of(name))
+    if real is not None:
+        ax.axhline(real, color="black", ls="--", lw=1, label=f"held-out text ({real:.2f})")
+    if shuffled is not None:
+        ax.axhline(shuffled, color="grey", ls=":", lw=1, label=f"its characters shuffled ({shuffled:.2f})")
+    ax.set_xscale("log", base=2)
+    ax.set_xlabel(f"position bin: up to this multiple of block_size ({block_size})")
+    ax.set_ylabel("trigram loss of the generated text (nats/char)")
+    ax.set_title("Generation quality inside and past the training length (lower = more like the training text)")
+    ax.legend(fontsize=7)
+    return fig
+
+
 def stability_map(cells: dict, unigram: float | None):
     """Final val loss per (norm placement, warm-up) row and learning-rate column; runs that diverged or sit at the
     unigram loss (learned nothing from context) are marked in the cell."""

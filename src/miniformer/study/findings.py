@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import math
 import statistics
+from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from miniformer.layout import loss_at_key
@@ -17,10 +18,13 @@ from miniformer.study.stats import (
     VERDICTS,
     Estimate,
     Interval,
+    Quantity,
     Samples,
+    Spread,
     difference_quantity,
     greater,
     minus,
+    pooled_spread,
     seed_spread,
     source_quantity,
     still_changing,
@@ -48,6 +52,12 @@ class Finding(Judgement):
     test: str = "the paper's test"  # how our measurement relates to the source's (claims.TESTS)
     counted: bool = True  # False for a proxy or a control: shown, labelled, kept out of the verdict totals
     source_numbers: str = ""  # the source's own numbers for the claim
+    resolves: str = ""  # the smallest effect its design resolves (the widest half-width) and the spread it used
+
+
+def _number(x) -> float | None:
+    """A metrics.json value as a number (None for a missing value, a flag or text)."""
+    return float(x) if isinstance(x, int | float) and not isinstance(x, bool) else None
 
 
 class Metrics:
@@ -106,10 +116,44 @@ class Evidence:
     def _has_samples(self, exps: list[str], source: str) -> bool:
         return all(self.runs(e) and all(r.size(source) for r in self.runs(e)) for e in exps)
 
-    def paired(self, q, sources: list[str], runs_a: list[Samples], runs_b: list[Samples] = ()) -> Estimate | None:
-        """The interval of quantity q (a − b over resampled sources), its seed part from the baseline's seeds."""
-        sd, df = seed_spread([q(r, {}) for r in self.runs(self.reference)])
-        return self.interval.effect(q, sources, runs_a, runs_b, sd, df)
+    def spread(self, q: Quantity, exp: str) -> Spread:
+        """exp's own seed spread of quantity q where it has two or more seeds, else the spread pooled over every
+        multi-seed experiment (stats.py)."""
+        return self.spread_of_runs(q, self.runs(exp))
+
+    def spread_of_runs(self, q: Quantity, runs: list[Samples]) -> Spread:
+        sd, df = seed_spread([q(r, {}) for r in runs])
+        if df:
+            return Spread(sd, df, "own")
+        return pooled_spread([[q(r, {}) for r in runs.values()] for runs in self.samples.values() if len(runs) >= 2])
+
+    def contrast(self, q: Quantity, sources: list[str], terms: list[tuple[str, float]]) -> Estimate | None:
+        """Σ weight × mean over exp's seeds of quantity q, for (exp, weight) terms: paired bootstrap over the sources
+        plus each experiment's seed spread (own or pooled)."""
+        exps = [e for e, _ in terms]
+        if not all(self.m.has(e) and self.runs(e) for e in exps):
+            return None
+        return self.interval.contrast(q, sources, [(w, self.runs(e)) for e, w in terms],
+                                    [self.spread(q, e) for e in exps], exps)
+
+    def metrics_spread(self, f: Callable[[dict], float | None], exp: str) -> Spread:
+        """As spread, for a quantity read from metrics.json (no per-window samples)."""
+        sd, df = seed_spread([f(r) for r in self.m.nested.get(exp, {}).values()])
+        if df:
+            return Spread(sd, df, "own")
+        return pooled_spread([[f(r) for r in runs.values()] for runs in self.m.nested.values() if len(runs) >= 2])
+
+    def metrics_contrast(self, f: Callable[[dict], float | None], terms: list[tuple[str, float]],
+                         eval_se: float = 0.0) -> Estimate | None:
+        """Σ weight × mean over seeds of f(run metrics): the seed part of the interval alone (plus ``eval_se``)."""
+        groups = [[f(r) for r in self.m.nested.get(e, {}).values()] for e, _ in terms]
+        groups = [[v for v in g if v is not None and math.isfinite(v)] for g in groups]
+        if not all(groups):
+            return None
+        value = sum(w * statistics.fmean(g) for (_, w), g in zip(terms, groups))
+        spreads = [self.metrics_spread(f, e) for e, _ in terms]
+        return self.interval.combine(value, eval_se, [(w, len(g), sp) for (_, w), g, sp in zip(terms, groups, spreads)],
+                                     [e for e, _ in terms])
 
     def effect(self, a: str, b: str | None, source: str = "val", key: str = "val_loss") -> Estimate | None:
         """mean(a) − mean(b) of one measured quantity (or mean(a) alone), with the paired-bootstrap + seed interval
@@ -117,8 +161,9 @@ class Evidence:
         exps = [a] if b is None else [a, b]
         if not all(self.m.has(e) for e in exps):
             return None
+        terms = [(a, 1.0)] + ([(b, -1.0)] if b else [])
         if self._has_samples(exps, source):
-            return self.paired(source_quantity(source), [source], self.runs(a), self.runs(b) if b else ())
+            return self.contrast(source_quantity(source), [source], terms)
         return self.scalar_effect(a, b, key)
 
     def growth(self, a: str, b: str | None, top: int) -> Estimate | None:
@@ -127,50 +172,40 @@ class Evidence:
         hi, lo = f"length:{top}", "length:1"
         if not all(self.m.has(e) for e in exps):
             return None
+        terms = [(a, 1.0)] + ([(b, -1.0)] if b else [])
         if self._has_samples(exps, hi) and self._has_samples(exps, lo):
-            return self.paired(difference_quantity(hi, lo), [hi, lo], self.runs(a), self.runs(b) if b else ())
-        ga, gb = self.scalar_growth(a, top), self.scalar_growth(b, top) if b else 0.0
-        if ga is None or gb is None:
-            return None
+            return self.contrast(difference_quantity(hi, lo), [hi, lo], terms)
         hi_key, lo_key = loss_at_key(top), loss_at_key(1)
-        base = [r[hi_key] - r[lo_key] for r in self.m.nested.get(self.reference, {}).values()
-                if r.get(hi_key) is not None and r.get(lo_key) is not None]
-        sd, df = seed_spread(base)
-        return self.interval.combine(ga - gb, 0.0, sd * math.sqrt(1 + (1 if b else 0)), df)
+        return self.metrics_contrast(lambda r: minus(r.get(hi_key), r.get(lo_key)), terms)
 
     def scalar_growth(self, exp: str, top: int) -> float | None:
         """Mean over seeds of loss at top× block_size minus at 1× (metrics.json alone, no interval)."""
         hi, lo = self.m.mean(exp, loss_at_key(top)), self.m.mean(exp, loss_at_key(1))
         return None if hi is None or lo is None else hi - lo
 
-    def preference(self, exp: str) -> Estimate | None:
-        """Share of minimal pairs where exp prefers the true order, minus chance (0.5), with its interval."""
+    def preference(self, exp: str, against: str | None = None) -> Estimate | None:
+        """Share of minimal pairs where exp prefers the true order, minus chance (0.5) — or minus the same share
+        for the character bigram model of the train split (``against="bigram"``), paired over the pairs."""
         if not self.m.has(exp):
             return None
-        if self._has_samples([exp], "pairs"):
-            return self.paired(lambda s, idx: minus(s.mean("pairs", idx.get("pairs")), 0.5), ["pairs"], self.runs(exp))
-        v = self.m.mean(exp, "order_preference")
-        if v is None:
-            return None
-        sd, df = seed_spread(self.m.values(self.reference, "order_preference"))
-        return self.interval.combine(v - 0.5, 0.0, sd / math.sqrt(len(self.m.values(exp, "order_preference"))), df)
+        source = "pairs"
+        if self._has_samples([exp], source) and (against is None or self._has_samples([exp], "pairs_bigram")):
+            floor = "pairs_bigram" if against else None
+            return self.contrast(lambda s, idx: minus(s.mean(source, idx.get(source)),
+                                                      0.5 if floor is None else s.mean(floor, idx.get(floor))),
+                                 [source] + ([floor] if floor else []), [(exp, 1.0)])
+        key = "order_preference"
+        floor_key = "order_preference_bigram" if against else None
+        return self.metrics_contrast(lambda r: minus(r.get(key), 0.5 if floor_key is None else r.get(floor_key)),
+                                     [(exp, 1.0)])
 
     def scalar_effect(self, a: str, b: str | None, key: str) -> Estimate | None:
         """From metrics.json alone: the seed part of the interval (used for quantities with no per-window samples:
         attention entropy, hidden-state uniformity, final train loss)."""
-        va, vb = self.m.values(a, key), self.m.values(b, key) if b else []
-        if not va or (b and not vb):
+        if not self.m.values(a, key) or (b and not self.m.values(b, key)):
             return None
-        sd, df = seed_spread(self.m.values(self.reference, key))
-        value = statistics.fmean(va) - (statistics.fmean(vb) if b else 0.0)
-        return self.interval.combine(value, 0.0, sd * math.sqrt(1 / len(va) + (1 / len(vb) if b else 0.0)), df)
-
-    def count_effect(self, a: str, b: str, key: str) -> Estimate | None:
-        """Difference of two event counts (loss spikes): a Poisson error √(count) on each side."""
-        ca, cb = self.m.mean(a, key), self.m.mean(b, key)
-        if ca is None or cb is None:
-            return None
-        return self.interval.combine(ca - cb, math.sqrt(max(ca, 1.0) + max(cb, 1.0)), 0.0, 0)
+        terms = [(a, 1.0)] + ([(b, -1.0)] if b else [])
+        return self.metrics_contrast(lambda r: _number(r.get(key)), terms)
 
     def curve(self, a: str, b: str) -> list[tuple[int, Estimate | None]]:
         """The val-loss effect a − b at every point of the training curve (same windows for both); bootstrapped once
@@ -188,7 +223,7 @@ class Evidence:
             source = f"curve:{k}"
             if not self._has_samples([a, b], source):
                 break
-            out.append((step, self.paired(source_quantity(source), [source], self.runs(a), self.runs(b))))
+            out.append((step, self.contrast(source_quantity(source), [source], [(a, 1.0), (b, -1.0)])))
         return out
 
     def changing(self, a: str, b: str) -> bool:
@@ -267,8 +302,8 @@ def breakages(ev: Evidence, hypotheses: dict[str, str], groups: dict[str, str]) 
         elif ev.unigram is not None and v >= ev.unigram - ev.cfg.unigram_margin:
             outcome = f"stuck at the unigram loss ({ev.unigram:.3f}): learned no use of context"
         else:
-            outcome = {"reproduced": "worse than the baseline", "not reproduced": "better than the baseline",
-                       "within noise": "within noise of the baseline", "not run": "no interval"}[greater(e)]
+            outcome = {"reproduced": "worse than the baseline", "contradicted": "better than the baseline",
+                       "undecided": "within the interval of the baseline", "not run": "no interval"}[greater(e)]
         outcome += sweep_note(ev, exp)
         rows.append({"experiment": exp, "hypothesis": hypotheses.get(exp, ""), "val_loss": v,
                      "delta": delta, "interval": None if e is None else e.half_width,

@@ -6,13 +6,16 @@ with length). Its uncertainty has two parts, added in quadrature:
 - evaluation sampling: the runs are scored on the same windows (and the probe on the same items), so the difference is
   bootstrapped over windows/items, resampled jointly for every run (a paired bootstrap: most window-to-window variation
   cancels);
-- training seed: the spread of the same quantity over the baseline's seeds (evaluated on the same windows, so this is
-  seed variation alone), scaled by √(1/n_a + 1/n_b) and by Student's t with (seeds − 1) degrees of freedom, because a
-  standard deviation from three seeds is itself uncertain.
+- training seed: each run's own spread of the same quantity over its seeds (evaluated on the same windows, so this is
+  seed variation alone) where it has two or more; where it has one, the within-experiment spread of that quantity
+  pooled over every multi-seed experiment (many more degrees of freedom than one experiment's). Scaled by 1/√n per
+  run and by Student's t with Welch-Satterthwaite degrees of freedom, because a spread from few seeds is itself
+  uncertain. The half-width is the smallest effect the design resolves (its minimum detectable effect).
 """
 
 from __future__ import annotations
 
+import itertools
 import math
 import statistics
 from collections.abc import Callable, Sequence
@@ -20,9 +23,10 @@ from dataclasses import dataclass
 
 import numpy as np
 
-# "untestable": the design ran, but its instrument cannot decide the claim at this budget (say, a spike detector
-# that fired in no run): not evidence either way, and said so instead of "within noise".
-VERDICTS = ("reproduced", "not reproduced", "within noise", "untestable", "not run")
+# reproduced: the interval lies where the claim says; contradicted: it excludes the claim; undecided: the design
+# cannot resolve it (the interval straddles the line, or the instrument cannot fire at this budget) — the claim's
+# text says what would decide it. A proxy's verdict is one of these too, labelled and kept out of the totals.
+VERDICTS = ("reproduced", "contradicted", "undecided", "not run")
 
 
 # --- quantiles (no scipy dependency) ---------------------------------------------------------------------------------
@@ -83,12 +87,14 @@ class Samples:
 
     def _source(self, source: str):
         kind, _, key = source.partition(":")
-        if kind in ("val", "val_with_causal_mask", "probe", "pairs", "finetune"):
+        if kind in ("val", "val_with_causal_mask", "probe", "pairs", "pairs_bigram", "finetune"):
             return self.raw.get(kind)
         if kind == "length":
             return self.raw.get("lengths", {}).get(key)
         if kind == "roles":
             return self.raw.get("role_swap", {}).get(key)
+        if kind in ("generation", "generation_growth"):
+            return self.raw.get(kind, {}).get(key)
         if kind == "curve":
             curve = self.raw.get("curve")
             return None if curve is None or int(key) >= len(curve["windows"]) else curve["windows"][int(key)]
@@ -129,12 +135,24 @@ def minus(x: float | None, y: float | None) -> float | None:
 
 
 @dataclass
+class Spread:
+    """A quantity's spread over training seeds, and where it came from."""
+
+    sd: float
+    df: int
+    kind: str  # "own" (the experiment's seeds), "pooled" (every multi-seed experiment), "none" (one seed everywhere)
+
+
+@dataclass
 class Estimate:
     value: float
-    half_width: float  # of the `confidence` interval
+    half_width: float  # of the `confidence` interval: also the smallest effect this design resolves
     eval_se: float  # from resampling windows/items
-    seed_se: float  # from the baseline seeds' spread
+    seed_se: float  # from the seed spreads of the runs in the effect
     confidence: float
+    seed_df: int = 0  # degrees of freedom of the seed part (Welch-Satterthwaite over the spreads used)
+    variance: str = ""  # which spreads the seed part used, in words
+    seeds: int = 1  # the fewest seeds of any run in the effect (what "more seeds" would raise)
 
     @property
     def low(self) -> float:
@@ -148,6 +166,19 @@ class Estimate:
         hw = "∞" if math.isinf(self.half_width) else f"{self.half_width:.{digits}f}"
         return f"{self.value:+.{digits}f} ± {hw}"
 
+    def seeds_to_resolve(self, target: float) -> int | None:
+        """About how many seeds per run would shrink the half-width below ``target`` (the seed part falls with √n;
+        the current t quantile kept, so an over-estimate); None when evaluation sampling alone is already wider."""
+        eval_part = z_quantile(self.confidence) * self.eval_se
+        seed_part = math.sqrt(max(self.half_width**2 - eval_part**2, 0.0))
+        if target <= eval_part or seed_part == 0:
+            return None
+        return max(self.seeds + 1, math.ceil(self.seeds * (seed_part / math.sqrt(target**2 - eval_part**2)) ** 2))
+
+
+# One term of a contrast: weight, number of runs averaged, and the spread of one run's quantity.
+Term = tuple[float, int, Spread]
+
 
 @dataclass
 class Interval:
@@ -157,51 +188,89 @@ class Interval:
     bootstrap: int = 2000
     seed: int = 0
 
-    def combine(self, value: float, eval_se: float, seed_se: float, seed_df: int) -> Estimate:
-        seed_part = 0.0 if seed_se == 0 else t_quantile(self.confidence, seed_df) * seed_se
+    def combine(self, value: float, eval_se: float, terms: Sequence[Term] = (), names: Sequence[str] = ()) -> Estimate:
+        """The interval of Σ w·mean(runs): evaluation part (normal) and seed part (Student t) in quadrature.
+
+        The seed variance is Σ w²·sd²/n over the terms, its degrees of freedom by Welch-Satterthwaite; terms that
+        share the pooled spread are one source of it (it is one estimate, counted once)."""
+        own = [(w * w * sp.sd**2 / n, sp.df) for w, n, sp in terms if sp.kind == "own"]
+        pooled = [(w, n, sp) for w, n, sp in terms if sp.kind == "pooled"]
+        parts = own + ([(sum(w * w / n for w, n, _ in pooled) * pooled[0][2].sd ** 2, pooled[0][2].df)]
+                       if pooled else [])
+        seed_var = sum(v for v, _ in parts)
+        df = 0
+        if seed_var > 0:
+            df = int(seed_var**2 / sum(v * v / d for v, d in parts if d > 0 and v > 0))
+        seed_se = math.sqrt(seed_var)
+        seed_part = 0.0 if seed_se == 0 else t_quantile(self.confidence, max(df, 1)) * seed_se
         half = math.sqrt((z_quantile(self.confidence) * eval_se) ** 2 + seed_part**2)
-        return Estimate(value, half, eval_se, seed_se, self.confidence)
+        return Estimate(value, half, eval_se, seed_se, self.confidence, df, describe_spreads(terms, names),
+                        min((n for _, n, _ in terms), default=1))
 
-    def effect(
-        self,
-        quantity: Quantity,
-        sources: Sequence[str],
-        runs_a: Sequence[Samples],
-        runs_b: Sequence[Samples] = (),
-        seed_sd: float = 0.0,
-        seed_df: int = 2,
-    ) -> Estimate | None:
-        """mean over runs_a of the quantity minus mean over runs_b (or the runs_a mean alone when runs_b is empty).
-
-        The bootstrap draws one set of indices per source and applies it to every run: all runs of one objective are
-        scored on the same windows and items, so the difference is paired. ``seed_sd`` is the quantity's spread over
-        the baseline seeds, ``seed_df`` its degrees of freedom.
-        """
+    def effect(self, quantity: Quantity, sources: Sequence[str], runs_a: Sequence[Samples],
+               runs_b: Sequence[Samples] = (), seed_sd: float = 0.0, seed_df: int = 2) -> Estimate | None:
+        """mean over runs_a minus mean over runs_b (or runs_a alone), both sides under one seed spread (sd, df)."""
         if not runs_a:
             return None
-        value = self._value(quantity, runs_a, runs_b, {})
+        shared = Spread(seed_sd, seed_df, "pooled") if seed_sd else Spread(0.0, 0, "none")
+        groups = [(1.0, runs_a)] + ([(-1.0, runs_b)] if runs_b else [])
+        return self.contrast(quantity, sources, groups, [shared] * len(groups))
+
+    def contrast(self, quantity: Quantity, sources: Sequence[str], runs: Sequence[tuple[float, Sequence[Samples]]],
+                 spreads: Sequence[Spread], names: Sequence[str] = ()) -> Estimate | None:
+        """Σ weight × (mean over the runs of the quantity), e.g. a − b with weights +1 / −1.
+
+        The bootstrap draws one set of indices per source and applies it to every run: all runs of one objective are
+        scored on the same windows and items, so the contrast is paired. ``spreads`` holds each term's seed spread.
+        """
+        if not runs or not all(r for _, r in runs):
+            return None
+        value = self._value(quantity, runs, {})
         if value is None or not math.isfinite(value):
             return None
-        sizes = {s: runs_a[0].size(s) for s in sources}
+        sizes = {s: runs[0][1][0].size(s) for s in sources}
         rng = np.random.default_rng(self.seed)
         replicates = []
         for _ in range(self.bootstrap if all(sizes.values()) else 0):
             idx = {s: rng.integers(0, n, n) for s, n in sizes.items()}
-            v = self._value(quantity, runs_a, runs_b, idx)
+            v = self._value(quantity, runs, idx)
             if v is not None and math.isfinite(v):
                 replicates.append(v)
         eval_se = float(np.std(replicates, ddof=1)) if len(replicates) > 1 else 0.0
-        n_a, n_b = len(runs_a), len(runs_b)
-        seed_se = seed_sd * math.sqrt(1 / n_a + (1 / n_b if n_b else 0.0))
-        return self.combine(value, eval_se, seed_se, seed_df)
+        terms = [(w, len(r), sp) for (w, r), sp in zip(runs, spreads)]
+        return self.combine(value, eval_se, terms, names)
 
     @staticmethod
-    def _value(quantity: Quantity, runs_a, runs_b, idx) -> float | None:
-        a = [quantity(r, idx) for r in runs_a]
-        b = [quantity(r, idx) for r in runs_b]
-        if any(v is None for v in a + b):
-            return None
-        return float(np.mean(a)) - (float(np.mean(b)) if b else 0.0)
+    def _value(quantity: Quantity, runs, idx) -> float | None:
+        total = 0.0
+        for w, group in runs:
+            values = [quantity(r, idx) for r in group]
+            if any(v is None for v in values):
+                return None
+            total += w * float(np.mean(values))
+        return total
+
+
+def describe_spreads(terms: Sequence[Term], names: Sequence[str]) -> str:
+    """Which seed spread each run of the effect used, in words, e.g. 'own (pos_alibi, 3 seeds); pooled, df 9'."""
+    own = [f"{name} {n} seeds" for (_, n, sp), name in zip(terms, names) if sp.kind == "own"]
+    pooled = [sp for _, _, sp in terms if sp.kind == "pooled"]
+    out = [f"own spread ({', '.join(own)})"] if own else []
+    if pooled:
+        out.append(f"pooled within-experiment spread (df {pooled[0].df})")
+    if not out and terms:
+        out.append("no seed spread: one seed everywhere")
+    return "; ".join(out)
+
+
+def pooled_spread(groups: Sequence[Sequence[float | None]]) -> Spread:
+    """The within-experiment spread of a quantity pooled over every experiment with at least two finite seeds:
+    √(Σ (n_i − 1)·s_i² / Σ (n_i − 1)), with Σ (n_i − 1) degrees of freedom."""
+    ss, df = 0.0, 0
+    for values in groups:
+        sd, d = seed_spread(values)
+        ss, df = ss + d * sd * sd, df + d
+    return Spread(math.sqrt(ss / df), df, "pooled") if df else Spread(0.0, 0, "none")
 
 
 def seed_spread(values: Sequence[float | None]) -> tuple[float, int]:
@@ -214,13 +283,13 @@ def seed_spread(values: Sequence[float | None]) -> tuple[float, int]:
 
 
 def greater(e: Estimate | None) -> str:
-    """Claim 'the effect is > 0': the whole interval above 0 = reproduced, the whole interval below 0 = not
-    reproduced, an interval containing 0 = within noise."""
+    """Claim 'the effect is > 0': the whole interval above 0 = reproduced, the whole interval below 0 =
+    contradicted, an interval containing 0 = undecided."""
     if e is None:
         return "not run"
     if e.low > 0:
         return "reproduced"
-    return "not reproduced" if e.high < 0 else "within noise"
+    return "contradicted" if e.high < 0 else "undecided"
 
 
 def less(e: Estimate | None) -> str:
@@ -229,37 +298,59 @@ def less(e: Estimate | None) -> str:
         return "not run"
     if e.high < 0:
         return "reproduced"
-    return "not reproduced" if e.low > 0 else "within noise"
+    return "contradicted" if e.low > 0 else "undecided"
 
 
 def equivalent(e: Estimate | None, margin: float) -> str:
-    """Claim 'no difference': the whole interval inside ± margin = reproduced, the whole interval outside it = not
-    reproduced, otherwise within noise."""
+    """Claim 'no difference': the whole interval inside ± margin = reproduced, the whole interval outside it =
+    contradicted, otherwise undecided (a half-width above the margin can never show equivalence)."""
     if e is None:
         return "not run"
     if -margin <= e.low and e.high <= margin:
         return "reproduced"
-    return "not reproduced" if e.low > margin or e.high < -margin else "within noise"
+    return "contradicted" if e.low > margin or e.high < -margin else "undecided"
 
 
 def at_most(e: Estimate | None, margin: float) -> str:
     """Claim 'the effect is no more than margin' (not worse by more than margin): the whole interval at or below
-    margin = reproduced, the whole interval above it = not reproduced, otherwise within noise."""
+    margin = reproduced, the whole interval above it = contradicted, otherwise undecided."""
     if e is None:
         return "not run"
     if e.high <= margin:
         return "reproduced"
-    return "not reproduced" if e.low > margin else "within noise"
+    return "contradicted" if e.low > margin else "undecided"
 
 
 def all_of(verdicts: Sequence[str]) -> str:
-    """A compound claim holds when every part does: any part not run = not run; any part contradicted = not
-    reproduced; every part reproduced = reproduced; otherwise within noise."""
+    """A compound claim holds when every part does: any part not run = not run; any part contradicted =
+    contradicted; every part reproduced = reproduced; otherwise undecided."""
     if not verdicts or "not run" in verdicts:
         return "not run"
-    if "not reproduced" in verdicts:
-        return "not reproduced"
-    return "reproduced" if all(v == "reproduced" for v in verdicts) else "within noise"
+    if "contradicted" in verdicts:
+        return "contradicted"
+    return "reproduced" if all(v == "reproduced" for v in verdicts) else "undecided"
+
+
+def rank_test(a: Sequence[float], b: Sequence[float]) -> tuple[float, float, float]:
+    """Exact permutation test on the rank sum of group a among a + b (ties share their mean rank): the chance that
+    a's ranks are this low or lower, this high or higher, and the smallest p these group sizes can reach — with one
+    value among eight it is 1/8, so no arrangement can be significant at 5 %."""
+    values = list(a) + list(b)
+    order = sorted(range(len(values)), key=lambda i: values[i])
+    ranks = [0.0] * len(values)
+    i = 0
+    while i < len(order):
+        j = i
+        while j + 1 < len(order) and values[order[j + 1]] == values[order[i]]:
+            j += 1
+        for k in range(i, j + 1):
+            ranks[order[k]] = (i + j) / 2 + 1
+        i = j + 1
+    observed = sum(ranks[: len(a)])
+    sums = [sum(c) for c in itertools.combinations(ranks, len(a))]
+    lowest = min(sums)
+    return (sum(s <= observed + 1e-9 for s in sums) / len(sums), sum(s >= observed - 1e-9 for s in sums) / len(sums),
+            sum(s <= lowest + 1e-9 for s in sums) / len(sums))
 
 
 def still_changing(previous: Estimate | None, last: Estimate | None) -> bool:

@@ -1,0 +1,64 @@
+"""A token n-gram model of the train split: the reference the probes hold a model's text and preferences against.
+
+Two uses: how text-like a generation is, read as its loss under the trigram model of the training text (works for
+characters of any script, where counting dictionary words would not), and the floor of the minimal-pair probe —
+what a model that knows only which character follows which (a bigram) already prefers.
+
+Each order is smoothed toward the one below it with a Dirichlet prior (MacKay & Peto 1995):
+P(c | ctx) = (count(ctx c) + prior · P(c | shorter ctx)) / (count(ctx) + prior), down to add-one unigrams — no zero
+probabilities and no parameters fitted on held-out text.
+"""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+
+
+class NgramModel:
+    """Counts of every n-gram up to ``order`` in a token sequence, kept sorted for vectorised lookups."""
+
+    def __init__(self, ids: np.ndarray, vocab_size: int, order: int = 3, prior: float = 1.0) -> None:
+        if order < 1 or order * math.log2(max(vocab_size, 2)) > 62:
+            raise ValueError(f"order {order} over a vocabulary of {vocab_size} does not fit an int64 key")
+        ids = np.asarray(ids, dtype=np.int64)
+        self.vocab_size, self.order, self.prior = vocab_size, order, prior
+        self.unigram = (np.bincount(ids, minlength=vocab_size) + 1.0) / (len(ids) + vocab_size)
+        # per order n >= 2: (sorted n-gram keys, their counts, sorted (n-1)-gram context keys, their counts)
+        self.tables = []
+        for n in range(2, order + 1):
+            grams, contexts = self._keys(ids, n), self._keys(ids[:-1], n - 1)
+            self.tables.append((*np.unique(grams, return_counts=True), *np.unique(contexts, return_counts=True)))
+
+    def _keys(self, ids: np.ndarray, n: int) -> np.ndarray:
+        """The base-V number of every window of n consecutive tokens."""
+        if len(ids) < n:
+            return np.zeros(0, dtype=np.int64)
+        key = np.zeros(len(ids) - n + 1, dtype=np.int64)
+        for k in range(n):
+            key = key * self.vocab_size + ids[k : len(ids) - n + 1 + k]
+        return key
+
+    @staticmethod
+    def _count(keys: np.ndarray, counts: np.ndarray, query: np.ndarray) -> np.ndarray:
+        at = np.searchsorted(keys, query)
+        found = (at < len(keys)) & (keys[np.minimum(at, len(keys) - 1)] == query)
+        return np.where(found, counts[np.minimum(at, len(keys) - 1)], 0).astype(np.float64)
+
+    def token_log_probs(self, ids: list[int] | np.ndarray) -> np.ndarray:
+        """log P(ids[t] | the up to order − 1 tokens before it) for every t (the first tokens use shorter contexts)."""
+        ids = np.asarray(ids, dtype=np.int64)
+        p = self.unigram[ids]
+        for n, (gk, gc, ck, cc) in zip(range(2, self.order + 1), self.tables):
+            if len(ids) < n:
+                break
+            gram, ctx = self._keys(ids, n), self._keys(ids[:-1], n - 1)
+            tail = p[n - 1 :]
+            p = p.copy()
+            p[n - 1 :] = (self._count(gk, gc, gram) + self.prior * tail) / (self._count(ck, cc, ctx) + self.prior)
+        return np.log(p)
+
+    def loss(self, ids: list[int] | np.ndarray) -> float:
+        """Mean negative log-probability per token (nats)."""
+        return float(-self.token_log_probs(ids).mean())
