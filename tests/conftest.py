@@ -75,6 +75,8 @@ def tiny_params(corpus: Path, **overrides) -> dict:
             "order_windows": 4,
             "order_pairs": 6,
             "length_multiples": [1, 2, 4],
+            "probe": True,
+            "gen_samples": 2,
         },
         "seeds": [0, 1],
         "profiles": {},

@@ -211,7 +211,7 @@ def test_evaluate_writes_every_item(study_dir):
         "reason": "learned absolute positions have no vector past block_size",
     }
     gens = json.loads((ev_dir / "pos_learned" / "seed0" / "generations.json").read_text())
-    assert gens["1"]["applicable"] and not gens["4"]["applicable"]
+    assert gens["unreached"] == ["2", "4"] and list(gens["ngram_loss"]) == ["1"]  # undefined past block_size
     attention = json.loads((ev_dir / "baseline" / "seed0" / "attention.json").read_text())
     assert len(attention["weights"]) == 2 and len(attention["weights"][0]) == 2  # layers x heads
     assert len(attention["tokens"]) == len(attention["weights"][0][0])

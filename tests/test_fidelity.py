@@ -281,7 +281,9 @@ def test_evaluation_probe_and_generation_use_each_objectives_format(objective_ru
 
 
 def test_prefix_generations_in_evaluation_continue_a_prompt(objective_runs):
-    from miniformer.evaluation.generations import long_generations
+    """A prefix LM generates from a held-out prompt of block_size/2 read as its prefix; every sample reaches the
+    longest multiple and is scored in every position bin."""
+    from miniformer.evaluation.generations import generations
     from miniformer.evaluation.subject import Subject
     from miniformer.runtime.checkpoints import load_run_model
     from miniformer.runtime.tokendata import TokenData
@@ -289,11 +291,13 @@ def test_prefix_generations_in_evaluation_continue_a_prompt(objective_runs):
     study, tmp = objective_runs
     run = study.config("obj_prefix", 0)
     model, _, _ = load_run_model(tmp / "runs" / "obj_prefix", torch.device("cpu"))
-    gens = long_generations(Subject(run, model, TokenData(tmp / "data"), torch.device("cpu")))
-    for m in run.eval.gen_multiples:
-        g = gens[str(m)]
-        assert g["applicable"] and len(g["prompt"]) == run.model.block_size // 2
-        assert len(g["text"]) == m * run.model.block_size
+    measured = generations(Subject(run, model, TokenData(tmp / "data"), torch.device("cpu")))
+    gens = measured.files["generations.json"]
+    T, top = run.model.block_size, max(run.eval.gen_multiples)
+    assert len(gens["prompt"]) == T // 2 and not gens["unreached"]
+    assert len(gens["texts"]) == run.eval.gen_samples
+    assert all(len(t) == top * T - T // 2 for t in gens["texts"])
+    assert set(measured.samples["generation"]) == {str(m) for m in run.eval.gen_multiples}
 
 
 # --- the cross-check against the peer implementation ----------------------------------------------------------------

@@ -243,6 +243,9 @@ CLAIM_CASES = [
      {"pos_none": nope(0.55), "obj_mlm_nope": seeds(3.0, order_preference=0.5)}, "undecided"),
     ("Without positions a causal LM still tells order (the mask leaks it); an MLM cannot",
      {"pos_none": nope(0.8)}, "not run"),
+    ("Without positions a causal LM still tells order (the mask leaks it); an MLM cannot",  # a stuck run as floor
+     {"pos_none": nope(0.65), "block_no_residual": seeds(3.25, order_preference=0.65),
+      "obj_mlm_nope": seeds(3.0, order_preference=0.5, order_ties=1.0)}, {"unigram": 3.26}, "undecided"),
     ("Without positions a causal LM still tells order (the mask leaks it); an MLM cannot",  # exact ties: structural
      {"pos_none": nope(0.8), "obj_mlm_nope": seeds(3.0, order_preference=0.5, order_ties=1.0)}, "reproduced"),
     ("Without positions a causal LM still tells order (the mask leaks it); an MLM cannot",

@@ -284,12 +284,14 @@ def test_run_scalars_take_each_number_from_its_own_field():
     train = {"final_train_loss": 1.1, "diverged": False, "divergence_step": None, "loss_spikes": 2, "n_params": 99}
     ev = {
         "val_loss": 2.1, "test_loss": 2.2, "head_diversity": 0.3, "attention_entropy": [1.0, 2.0],
-        "order_sensitivity": {"delta": 0.4}, "minimal_pairs": {"true_order_preferred": 0.6, "ties": 1, "pairs": 4},
+        "order_sensitivity": {"delta": 0.4}, "minimal_pairs": {"true_order_preferred": 0.6, "ties": 1, "pairs": 4,
+                                                         "bigram_true_order_preferred": 0.55},
         "hidden_uniformity": 0.7, "attention_upper_triangle_zero": True, "val_loss_with_causal_mask": 3.3,
         "probe": {"recovery_accuracy": 0.8, "candidate_recall": 0.9, "continuation_loss": 1.9, "constant_guess": 0.18},
         "lengths": {"1": {"applicable": True, "loss": 2.0}, "2": {"applicable": False, "reason": "x"},
                     "4": {"applicable": True, "loss": 2.6, "loss_beyond_block": 2.9}},
-        "generation_stats": {"4": {"distinct_2": 0.95, "repetition": 0.05}},
+        "generation_stats": {"1": {"ngram_loss": 2.0, "samples": 8}, "4": {"ngram_loss": 2.4, "samples": 8},
+                             "repetition": 0.05},
         "role_swap": {"intact": 2.1, "swap_qk": 4.0}, "finetune": {"accuracy": 0.61},
     }
     assert run_scalars(train, ev) == {
@@ -298,7 +300,8 @@ def test_run_scalars_take_each_number_from_its_own_field():
         "order_preference": 0.6, "order_ties": 0.25, "hidden_uniformity": 0.7, "recovery_accuracy": 0.8,
         "probe_candidate_recall": 0.9, "continuation_loss": 1.9, "upper_triangle_zero": True,
         "val_loss_with_causal_mask": 3.3, "loss_at_1x": 2.0, "loss_at_2x": None, "loss_past_block_at_2x": None,
-        "loss_at_4x": 2.6, "loss_past_block_at_4x": 2.9, "gen_4x_distinct_2": 0.95, "gen_4x_repetition": 0.05,
+        "loss_at_4x": 2.6, "loss_past_block_at_4x": 2.9, "gen_1x_ngram_loss": 2.0, "gen_4x_ngram_loss": 2.4,
+        "gen_repetition": 0.05, "order_preference_bigram": 0.55,
         "probe_constant_guess": 0.18, "finetune_accuracy": 0.61, "role_swap_intact": 2.1, "role_swap_swap_qk": 4.0,
     }
 
@@ -351,8 +354,13 @@ def test_the_spike_detector_fires_on_a_spike_and_not_on_a_smooth_or_noisy_fallin
     spiked[150:154] = [v * 1.6 for v in spiked[150:154]]  # one spike, four steps long
     spiked[220] *= 2.0  # and a second, one step long
     assert count_spikes(spiked) == 2
-    assert count_spikes(spiked[:40]) == 0  # before a full window nothing is judged
+    assert count_spikes(spiked[:40]) == 0  # the curve up to step 40 has no spike
     assert count_spikes([2.0] * 30 + [float("nan")] + [2.0] * 5) == 0  # a non-finite loss is no spike here
+    # a high-rate run that jumps at step 15, before a full 25-step window: the median of what came before is enough
+    early = [6.39, 5.24, 4.35, 3.88, 3.62, 3.48, 3.38, 3.35, 3.33, 3.25, 3.27, 3.3, 3.27, 3.26, 3.23, 9.81, 7.24,
+             3.52, 3.38, 3.22] + [3.25] * 30
+    assert count_spikes(early) == 1
+    assert count_spikes(early[:4] + [9.0]) == 0  # but not before a few steps of history: the first steps fall fast
 
 
 # --- the downstream fine-tune (Raffel 2020) ---------------------------------------------------------------------------

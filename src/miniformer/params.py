@@ -77,7 +77,7 @@ class TrainConfig:
 class EvalConfig:
     length_multiples: list = field(default_factory=lambda: [1, 2, 4, 8])
     max_tokens: int = 16384  # tokens per evaluation length for the extrapolation sweep
-    split_tokens: int = 131072  # tokens of val/test scored for the final losses; 0 = the whole split
+    split_tokens: int = 65536  # tokens of val/test scored for the final losses; 0 = the whole split
     probe_line: str = "Romeo: But, soft! what light through yonder window breaks?"
     probe: bool = False  # run the shared recovery probe (the objectives' common measure; ~30 s for a causal model)
     probe_items: int = 1280  # hidden tokens of the shared probe (one per held-out test line)

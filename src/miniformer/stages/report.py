@@ -201,6 +201,7 @@ def positions_section(r: ReportInputs) -> dict:
             "growth": growth, "growth_multiples": [x for x in multiples if x > 1],
             "order": {k: files.eval(v)["order_sensitivity"] for k, v in pos.items()}, "pairs": pairs,
             "pair_count": next(iter(pairs.values()), {}).get("pairs", 0),
+            "pair_bigram": m.mean(r.study.reference, "order_preference_bigram"),
             **generation_quality(r, {**pos, "no causal mask": NO_MASK} if r.m.has(NO_MASK) else pos)}
 
 

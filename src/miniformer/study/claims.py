@@ -228,12 +228,32 @@ def nope_close(ev: Evidence) -> Judgement:
                      {f"NoPE − {k}": e for k, e in gaps.items()})
 
 
+def pair_floor(ev: Evidence) -> tuple[str | None, float | None]:
+    """The highest share of minimal pairs a model that learned nothing prefers in the true order: a run stuck at the
+    unigram loss (it can still lean one way by accident), or else the train split's character bigram (what one
+    character of context tells). (run name or None for the bigram, its share)."""
+    stuck = [(e, ev.m.mean(e, "order_preference")) for e in ev.m.nested
+             if e != "pos_none" and ev.unigram is not None and ev.m.mean(e, "order_preference") is not None
+             and (ev.m.mean(e, "val_loss") or 0) >= ev.unigram - ev.cfg.unigram_margin]
+    bigram = ev.m.mean("pos_none", "order_preference_bigram")
+    best = max(stuck, key=lambda x: x[1], default=(None, None))
+    return best if best[1] is not None and (bigram is None or best[1] > bigram) else (None, bigram)
+
+
 def order_without_positions(ev: Evidence) -> Judgement:
-    """Haviv 2022: causal NoPE prefers the true order of minimal pairs beyond what one character of context already
-    tells (the train split's character bigram model scores the same pairs: its preference is the floor a model that
-    learned nothing more reaches); MLM NoPE cannot tell the orders apart."""
-    causal, mlm = ev.preference("pos_none", against="bigram"), ev.preference("obj_mlm_nope")
-    floor = ev.m.mean("pos_none", "order_preference_bigram")
+    """Haviv 2022: causal NoPE prefers the true order of minimal pairs beyond what a model that learned nothing
+    already prefers (the floor: pair_floor), paired over the pairs; MLM NoPE cannot tell the orders apart."""
+    floor_run, floor = pair_floor(ev)
+    if floor_run is None:
+        causal = ev.preference("pos_none", against="bigram")
+        floor_name = "the character bigram model"
+    elif ev.has_samples(["pos_none", floor_run], "pairs"):
+        causal = ev.contrast(source_quantity("pairs"), ["pairs"], [("pos_none", 1.0), (floor_run, -1.0)])
+        floor_name = f"{floor_run} (stuck at the unigram loss)"
+    else:
+        causal = ev.metrics_contrast(lambda r: r.get("order_preference"), [("pos_none", 1.0), (floor_run, -1.0)])
+        floor_name = f"{floor_run} (stuck at the unigram loss)"
+    mlm = ev.preference("obj_mlm_nope")
     # A bidirectional model without positions is permutation-equivariant: it ties on every pair by construction,
     # whatever the seed — a structural result, judged as such; otherwise its preference must sit at chance.
     ties = ev.m.values("obj_mlm_nope", "order_ties")
@@ -242,10 +262,12 @@ def order_without_positions(ev: Evidence) -> Judgement:
     mlm_text = "ties on every pair (permutation-equivariant)" if exact else (
         f"{ev.text(mlm)} (at chance: within ± {ev.cfg.chance_margin})")
     nope = _fmt(ev.m.mean("pos_none", "order_preference"))
-    return Judgement(f"true order preferred on minimal pairs: causal NoPE {nope}, the character bigram model "
-                     f"{_fmt(floor)}, NoPE − bigram = {ev.text(causal)}; MLM NoPE − 50 % {mlm_text}",
+    bigram = _fmt(ev.m.mean("pos_none", "order_preference_bigram"))
+    return Judgement(f"true order preferred on minimal pairs: causal NoPE {nope}; the floor, the highest a model that "
+                     f"learned nothing reaches: {floor_name} {_fmt(floor)} (the character bigram {bigram}); NoPE − "
+                     f"floor = {ev.text(causal)}; MLM NoPE − 50 % {mlm_text}",
                      all_of([greater(causal), mlm_verdict if mlm is not None else "not run"]),
-                     {"causal NoPE − bigram": causal, "MLM NoPE": mlm})
+                     {"causal NoPE − floor": causal, "MLM NoPE": mlm})
 
 
 # Xiong 2020's design at our scale: both placements at one high learning rate, without warm-up and with a long one
@@ -531,7 +553,7 @@ def generation_growth(method: str) -> Judge:
             return Judgement("no long generation past the block was scored", "not run")
         far = bins[-1]
         source = f"generation_growth:{far}"
-        e = ev.contrast(source_quantity(source), [source], [(exp, 1.0)]) if ev._has_samples([exp], source) else None
+        e = ev.contrast(source_quantity(source), [source], [(exp, 1.0)]) if ev.has_samples([exp], source) else None
         per_bin = " / ".join(f"{b}× {_fmt(ev.m.mean(exp, f'gen_{b}x_ngram_loss'))}" for b in bins)
         verdict = RULES[rule](ev, e)
         decide = what_would_decide(e, rule, ev.cfg.equivalence_margin) if verdict == "undecided" and e else ""

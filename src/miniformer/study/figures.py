@@ -199,6 +199,8 @@ def generation_quality(series: dict[str, list[tuple[str, float, float]]], real: 
     if shuffled is not None:
         ax.axhline(shuffled, color="grey", ls=":", lw=1, label=f"its characters shuffled ({shuffled:.2f})")
     ax.set_xscale("log", base=2)
+    ticks = sorted({int(b) for points in series.values() for b, _, _ in points})
+    ax.set_xticks(ticks, [f"{t}×" for t in ticks])
     ax.set_xlabel(f"position bin: up to this multiple of block_size ({block_size})")
     ax.set_ylabel("trigram loss of the generated text (nats/char)")
     ax.set_title("Generation quality inside and past the training length (lower = more like the training text)")

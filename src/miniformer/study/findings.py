@@ -85,35 +85,18 @@ class Metrics:
         return seed_spread(self.values(self.reference, key))[0]
 
 
-class Evidence:
-    """What the claims read: scalars (metrics.json), resamplable samples (windows.json), the findings params."""
+class Contrasts:
+    """How an interval on a contrast of experiments is built: each experiment's runs (per-window samples, or
+    metrics.json alone), the paired bootstrap over the samples, and each experiment's own or pooled seed spread."""
 
-    def __init__(
-        self,
-        nested: dict,
-        samples: dict | None = None,
-        cfg: FindingsConfig | None = None,
-        unigram: float | None = None,
-        sweeps: dict[str, list[tuple[str, float]]] | None = None,
-        reference: str = REFERENCE,
-        init: dict | None = None,
-    ) -> None:
-        self.m, self.reference = Metrics(nested, reference), reference
-        self.init = init  # token uniformity against depth at initialisation (stages/init_probe.py), if it ran
-        self.cfg = cfg or FindingsConfig()
-        self.interval = Interval(self.cfg.confidence, self.cfg.bootstrap)
-        self.samples = {e: {k: Samples(v) for k, v in runs.items()} for e, runs in (samples or {}).items()}
-        self.unigram = unigram
-        # experiment -> [(run name, learning rate)] for the experiment and its sweep points
-        self.sweeps = sweeps or {}
-        self._curves: dict[tuple[str, str], list] = {}
-
-    # --- estimates ---------------------------------------------------------------------------------------------------
+    def __init__(self, m: Metrics, samples: dict, interval: Interval) -> None:
+        self.m, self.interval = m, interval
+        self.samples = {e: {k: Samples(v) for k, v in runs.items()} for e, runs in samples.items()}
 
     def runs(self, exp: str) -> list[Samples]:
         return list(self.samples.get(exp, {}).values())
 
-    def _has_samples(self, exps: list[str], source: str) -> bool:
+    def has_samples(self, exps: list[str], source: str) -> bool:
         return all(self.runs(e) and all(r.size(source) for r in self.runs(e)) for e in exps)
 
     def spread(self, q: Quantity, exp: str) -> Spread:
@@ -155,6 +138,32 @@ class Evidence:
         return self.interval.combine(value, eval_se, [(w, len(g), sp) for (_, w), g, sp in zip(terms, groups, spreads)],
                                      [e for e, _ in terms])
 
+
+
+class Evidence(Contrasts):
+    """What the claims read: scalars (metrics.json), resamplable samples (windows.json), the findings params."""
+
+    def __init__(
+        self,
+        nested: dict,
+        samples: dict | None = None,
+        cfg: FindingsConfig | None = None,
+        unigram: float | None = None,
+        sweeps: dict[str, list[tuple[str, float]]] | None = None,
+        reference: str = REFERENCE,
+        init: dict | None = None,
+    ) -> None:
+        self.cfg = cfg or FindingsConfig()
+        super().__init__(Metrics(nested, reference), samples or {}, Interval(self.cfg.confidence, self.cfg.bootstrap))
+        self.reference = reference
+        self.init = init  # token uniformity against depth at initialisation (stages/init_probe.py), if it ran
+        self.unigram = unigram
+        # experiment -> [(run name, learning rate)] for the experiment and its sweep points
+        self.sweeps = sweeps or {}
+        self._curves: dict[tuple[str, str], list] = {}
+
+    # --- estimates ---------------------------------------------------------------------------------------------------
+
     def effect(self, a: str, b: str | None, source: str = "val", key: str = "val_loss") -> Estimate | None:
         """mean(a) − mean(b) of one measured quantity (or mean(a) alone), with the paired-bootstrap + seed interval
         when the runs' samples are there, else the seed part alone (from metrics.json)."""
@@ -162,7 +171,7 @@ class Evidence:
         if not all(self.m.has(e) for e in exps):
             return None
         terms = [(a, 1.0)] + ([(b, -1.0)] if b else [])
-        if self._has_samples(exps, source):
+        if self.has_samples(exps, source):
             return self.contrast(source_quantity(source), [source], terms)
         return self.scalar_effect(a, b, key)
 
@@ -173,7 +182,7 @@ class Evidence:
         if not all(self.m.has(e) for e in exps):
             return None
         terms = [(a, 1.0)] + ([(b, -1.0)] if b else [])
-        if self._has_samples(exps, hi) and self._has_samples(exps, lo):
+        if self.has_samples(exps, hi) and self.has_samples(exps, lo):
             return self.contrast(difference_quantity(hi, lo), [hi, lo], terms)
         hi_key, lo_key = loss_at_key(top), loss_at_key(1)
         return self.metrics_contrast(lambda r: minus(r.get(hi_key), r.get(lo_key)), terms)
@@ -189,7 +198,7 @@ class Evidence:
         if not self.m.has(exp):
             return None
         source = "pairs"
-        if self._has_samples([exp], source) and (against is None or self._has_samples([exp], "pairs_bigram")):
+        if self.has_samples([exp], source) and (against is None or self.has_samples([exp], "pairs_bigram")):
             floor = "pairs_bigram" if against else None
             return self.contrast(lambda s, idx: minus(s.mean(source, idx.get(source)),
                                                       0.5 if floor is None else s.mean(floor, idx.get(floor))),
@@ -221,7 +230,7 @@ class Evidence:
         out = []
         for k, step in enumerate(runs[0].curve_steps()):
             source = f"curve:{k}"
-            if not self._has_samples([a, b], source):
+            if not self.has_samples([a, b], source):
                 break
             out.append((step, self.contrast(source_quantity(source), [source], [(a, 1.0), (b, -1.0)])))
         return out

@@ -1,0 +1,93 @@
+"""Where a verdict's seed error comes from: each run's own spread, or the spread pooled over every multi-seed
+experiment — never the reference's spread lent to another run — and what the design can resolve."""
+
+from __future__ import annotations
+
+import math
+
+import pytest
+
+from miniformer.study.claims import claims
+from miniformer.study.findings import Evidence
+from miniformer.study.stats import Estimate, Interval, Spread, pooled_spread, rank_test
+
+
+def runs_of(values: list[float], key: str = "loss_at_2x") -> dict:
+    return {f"seed{i}": {"val_loss": 2.0, "loss_at_1x": 2.0, key: v} for i, v in enumerate(values)}
+
+
+def test_a_variant_with_its_own_seeds_uses_its_own_spread_not_the_baselines():
+    """ALiBi's growth is flat over its own three seeds; RoPE's (the baseline's) varies by ±0.1. Borrowing RoPE's
+    spread would give ALiBi's 'flat' an interval of ± 0.4 (undecided); its own gives ± 0.01 (reproduced)."""
+    metrics = {"baseline": runs_of([2.2, 2.3, 2.4]), "pos_alibi": runs_of([2.001, 2.0, 1.999])}
+    ev = Evidence(metrics)
+    own = ev.growth("pos_alibi", None, 2)
+    assert own.variance.startswith("own spread (pos_alibi 3 seeds)")
+    assert own.half_width == pytest.approx(4.303 * 0.001 / math.sqrt(3), rel=1e-3)
+    borrowed = Interval().combine(own.value, 0.0, [(1.0, 3, Spread(0.1, 2, "pooled"))])
+    assert borrowed.half_width > 0.2
+    verdict = {f.claim: f.verdict for f in claims(ev)}["ALiBi stays flat past the training length"]
+    assert verdict == "reproduced"
+
+
+def test_a_single_seed_run_borrows_the_pooled_spread_with_its_degrees_of_freedom():
+    """One seed of pos_alibi: its spread is pooled over the baseline (df 2) and pos_sinusoidal (df 2): df 4, so t
+    falls from 4.30 to 2.78, and the pooled sd mixes both."""
+    metrics = {"baseline": runs_of([2.2, 2.3, 2.4]), "pos_sinusoidal": runs_of([2.5, 2.5, 2.5]),
+               "pos_alibi": runs_of([2.0])}
+    e = Evidence(metrics).growth("pos_alibi", None, 2)
+    pooled_sd = math.sqrt((2 * 0.1**2 + 2 * 0.0) / 4)
+    assert e.seed_df == 4 and "pooled" in e.variance
+    assert e.half_width == pytest.approx(2.776 * pooled_sd, rel=1e-3)
+
+
+def test_pooling_and_borrowing_give_different_verdicts():
+    """A quiet variant against a noisy reference: borrowing the reference's spread for both sides cannot decide a
+    0.05 effect; each side's own spread can."""
+    metrics = {"baseline": {f"seed{i}": {"val_loss": v} for i, v in enumerate([2.0, 2.2, 1.8])},
+               "block_rmsnorm": {f"seed{i}": {"val_loss": v} for i, v in enumerate([2.05, 2.051, 2.049])},
+               "heads_8": {f"seed{i}": {"val_loss": v} for i, v in enumerate([2.3, 2.301, 2.299])}}
+    ev = Evidence(metrics)
+    own = ev.scalar_effect("heads_8", "block_rmsnorm", "val_loss")
+    assert own.value == pytest.approx(0.25) and own.low > 0  # decided from the two quiet spreads
+    borrowed = Interval().effect(lambda s, i: None, [], [], seed_sd=0.2)  # nothing to resample: no estimate
+    assert borrowed is None
+    lent = Interval().combine(0.25, 0.0, [(1.0, 3, Spread(0.2, 2, "pooled")), (-1.0, 3, Spread(0.2, 2, "pooled"))])
+    assert lent.low < 0  # the reference's spread lent to both: undecided
+
+
+def test_pooled_spread_weights_by_degrees_of_freedom_and_skips_single_seeds():
+    sp = pooled_spread([[1.0, 2.0, 3.0], [5.0], [0.0, 0.0]])
+    assert sp.df == 3 and sp.kind == "pooled" and sp.sd == pytest.approx(math.sqrt(2 * 1.0 / 3))
+    assert pooled_spread([[1.0], [2.0]]).kind == "none"
+
+
+def test_welch_degrees_of_freedom_for_two_own_spreads():
+    e = Interval().combine(1.0, 0.0, [(1.0, 3, Spread(0.1, 2, "own")), (-1.0, 3, Spread(0.1, 2, "own"))])
+    assert e.seed_df == 4  # two equal spreads of df 2: Welch-Satterthwaite gives 4
+    assert e.seed_se == pytest.approx(0.1 * math.sqrt(2 / 3))
+
+
+def test_seeds_to_resolve_shrinks_the_seed_part_with_root_n():
+    e = Estimate(0.02, 0.04, 0.0, 0.04 / 4.303, 0.95, 2, "", 3)
+    n = e.seeds_to_resolve(0.02)
+    assert n == math.ceil(3 * 4)  # half the half-width needs four times the seeds
+    assert Estimate(0.02, 0.04, 0.02, 0.0, 0.95).seeds_to_resolve(0.02) is None  # evaluation error alone is wider
+
+
+def test_rank_test_exact_values():
+    p_low, p_high, min_p = rank_test([0.1, 0.2], [1.0, 2.0, 3.0, 4.0, 5.0, 6.0])
+    assert p_low == pytest.approx(1 / 28) and min_p == pytest.approx(1 / 28) and p_high == pytest.approx(1.0)
+    p_low, _, min_p = rank_test([0.1], [1.0, 2.0, 3.0])
+    assert p_low == pytest.approx(0.25) and min_p == pytest.approx(0.25)
+    p_low, p_high, _ = rank_test([5.0], [1.0, 9.0])  # in the middle: neither tail
+    assert p_low == pytest.approx(2 / 3) and p_high == pytest.approx(2 / 3)
+
+
+def test_an_undecided_comparison_says_what_would_decide_it():
+    metrics = {"baseline": {f"seed{i}": {"val_loss": v} for i, v in enumerate([2.0, 2.01, 1.99])},
+               "block_rmsnorm": {"seed0": {"val_loss": 2.04}}}
+    (f,) = [f for f in claims(Evidence(metrics)) if f.claim == "RMSNorm ≈ LayerNorm"]
+    assert f.verdict == "undecided"
+    assert "deciding it needs a half-width under 0.010" in f.measurement and "seeds per run" in f.measurement
+    assert f.resolves.startswith("± ") and "pooled" in f.resolves
