@@ -35,8 +35,11 @@ def test_a_method_has_one_colour_in_every_figure():
         figures.per_position({n: [2.0, 2.1, 2.3] for n in names}, 24, 8),
     ]
     colours = [line_colours(fig) for fig in drawn]
+    quality = figures.generation_quality({n: [("1", 2.0, 0.1), ("4", 2.5, 0.2)] for n in names}, 1.9, 8.4, 8)
+    colours.append({c.get_label(): matplotlib.colors.to_hex(c.lines[0].get_color())
+                    for c in quality.axes[0].containers})
     for name in names:
-        assert len({c[name] for c in colours}) == 1, name  # the same colour in all three figures
+        assert len({c[name] for c in colours}) == 1, name  # the same colour in all four figures
     assert len({colours[0][n] for n in names}) == len(names)  # and a different one for each method
     bars = figures.bars({"baseline": 2.0, "pos_alibi": 2.1}, None, "block", "val loss")
     bar_colours = [matplotlib.colors.to_hex(p.get_facecolor()) for p in bars.axes[0].patches]

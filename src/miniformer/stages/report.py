@@ -202,7 +202,7 @@ def positions_section(r: ReportInputs) -> dict:
             "order": {k: files.eval(v)["order_sensitivity"] for k, v in pos.items()}, "pairs": pairs,
             "pair_count": next(iter(pairs.values()), {}).get("pairs", 0),
             "pair_bigram": m.mean(r.study.reference, "order_preference_bigram"),
-            **generation_quality(r, {**pos, "no causal mask": NO_MASK} if r.m.has(NO_MASK) else pos)}
+            **generation_quality(r, {**pos, NO_MASK: NO_MASK} if r.m.has(NO_MASK) else pos)}
 
 
 def generation_quality(r: ReportInputs, runs: dict[str, str]) -> dict:

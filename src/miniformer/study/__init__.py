@@ -1,9 +1,8 @@
-"""The study's reading of its runs: gather every run's numbers, judge the published claims, draw and render the report.
+"""The study's reading of its runs: judge the published claims and draw the report's figures (the `aggregate` and
+`report` stages in stages/ call these).
 
-  aggregate.py  every run's metrics and per-window samples -> results/metrics.json, results/windows.json
-  stats.py      intervals (paired bootstrap + seed spread) and the one verdict rule
-  claims.py     the published claims as a table: claim, source, runs, rule
+  roles.py      which experiment plays which part; claims.py the published claims as a table (claim, source, rule)
+  stats.py      intervals (paired bootstrap + each run's own or the pooled seed spread), the one verdict rule
   findings.py   the evidence the claims read, the breakage log and the peer cross-check
-  figures.py    the report's figures
-  report.py     report/report.html from the template
+  figures.py    the report's figures; hovermap.py the attention map's hover text; bibliography.py the references
 """
