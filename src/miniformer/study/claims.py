@@ -76,11 +76,15 @@ def resolution(j: Judgement) -> str:
 
 def what_would_decide(e: Estimate, rule: str, margin: float) -> str:
     """For an undecided comparison: the half-width that would decide it, and about how many seeds per run give it."""
-    target = {"greater": abs(e.value), "less": abs(e.value), "equivalent": margin - abs(e.value),
-              "at_most": margin - e.value}[rule]
-    if target <= 0:
-        return (f"; the measured effect lies beyond the ± {margin} band: more seeds would contradict the claim or "
-                "leave it undecided")
+    if rule in ("greater", "less"):
+        target = abs(e.value)
+        if target < 5e-4:
+            return f"; the effect is 0 to three digits: the design resolves effects beyond ± {e.half_width:.3f}"
+    else:
+        target = margin - abs(e.value) if rule == "equivalent" else margin - e.value
+        if target <= 0:
+            return (f"; the measured effect lies beyond the ± {margin} band: more seeds would contradict the claim or "
+                    "leave it undecided")
     n = e.seeds_to_resolve(target)
     if n is None:
         return f"; resolving {target:.3f} needs more evaluation data (its sampling error alone is wider)"
