@@ -91,3 +91,12 @@ def test_an_undecided_comparison_says_what_would_decide_it():
     assert f.verdict == "undecided"
     assert "deciding it needs a half-width under 0.010" in f.measurement and "seeds per run" in f.measurement
     assert f.resolves.startswith("± ") and "pooled" in f.resolves
+
+
+def test_two_seeds_join_the_pool_rather_than_stand_alone():
+    """Two seeds are a spread with one degree of freedom (t = 12.7): the experiment's seeds join the pool instead."""
+    metrics = {"baseline": runs_of([2.2, 2.3, 2.4]), "obj_mlm": runs_of([2.0, 2.02])}
+    e = Evidence(metrics).growth("obj_mlm", None, 2)
+    assert "pooled" in e.variance and e.seed_df == 3  # baseline's 2 + its own 1
+    pooled_sd = math.sqrt((2 * 0.1**2 + 1 * (0.02**2 / 2)) / 3)
+    assert e.seed_se == pytest.approx(pooled_sd / math.sqrt(2))

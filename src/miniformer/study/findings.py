@@ -85,6 +85,11 @@ class Metrics:
         return seed_spread(self.values(self.reference, key))[0]
 
 
+# A spread from two seeds has one degree of freedom (t = 12.7 at 95 %): alone it swamps any effect, pooled it
+# informs. An experiment's own spread is used from three seeds on; with two, its seeds join the pool.
+OWN_SPREAD_SEEDS = 3
+
+
 class Contrasts:
     """How an interval on a contrast of experiments is built: each experiment's runs (per-window samples, or
     metrics.json alone), the paired bootstrap over the samples, and each experiment's own or pooled seed spread."""
@@ -100,13 +105,13 @@ class Contrasts:
         return all(self.runs(e) and all(r.size(source) for r in self.runs(e)) for e in exps)
 
     def spread(self, q: Quantity, exp: str) -> Spread:
-        """exp's own seed spread of quantity q where it has two or more seeds, else the spread pooled over every
-        multi-seed experiment (stats.py)."""
+        """exp's own seed spread of quantity q where it has OWN_SPREAD_SEEDS or more seeds, else the spread pooled
+        over every multi-seed experiment, its own included (stats.py)."""
         return self.spread_of_runs(q, self.runs(exp))
 
     def spread_of_runs(self, q: Quantity, runs: list[Samples]) -> Spread:
         sd, df = seed_spread([q(r, {}) for r in runs])
-        if df:
+        if df + 1 >= OWN_SPREAD_SEEDS:
             return Spread(sd, df, "own")
         return pooled_spread([[q(r, {}) for r in runs.values()] for runs in self.samples.values() if len(runs) >= 2])
 
@@ -122,7 +127,7 @@ class Contrasts:
     def metrics_spread(self, f: Callable[[dict], float | None], exp: str) -> Spread:
         """As spread, for a quantity read from metrics.json (no per-window samples)."""
         sd, df = seed_spread([f(r) for r in self.m.nested.get(exp, {}).values()])
-        if df:
+        if df + 1 >= OWN_SPREAD_SEEDS:
             return Spread(sd, df, "own")
         return pooled_spread([[f(r) for r in runs.values()] for runs in self.m.nested.values() if len(runs) >= 2])
 
