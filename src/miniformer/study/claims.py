@@ -30,6 +30,7 @@ from miniformer.study.stats import (
     rank_test,
     seed_spread,
     source_quantity,
+    z_quantile,
 )
 from miniformer.training.divergence import SPIKE_RISE, SPIKE_WINDOW
 
@@ -87,7 +88,8 @@ def what_would_decide(e: Estimate, rule: str, margin: float) -> str:
                     "leave it undecided")
     n = e.seeds_to_resolve(target)
     if n is None:
-        return f"; resolving {target:.3f} needs more evaluation data (its sampling error alone is wider)"
+        return (f"; an effect of {target:.3f} is below what the evaluation sampling alone resolves "
+                f"(± {z_quantile(e.confidence) * e.eval_se:.3f}): no number of seeds decides it")
     return f"; deciding it needs a half-width under {target:.3f}: ≈ {n} seeds per run"
 
 
