@@ -76,7 +76,7 @@ def test_breakage_log_records_divergence_and_objective_caveat():
     rows = {r["experiment"]: r for r in breakages(ev, hypotheses, {"obj_mlm": "objective"})}
     assert rows["block_x"]["outcome"] == "diverged at step 12"
     assert "not comparable" in rows["obj_mlm"]["outcome"]
-    assert rows["heads_8"]["outcome"] == "within the interval of the baseline"
+    assert rows["heads_8"]["outcome"] == "not resolved from the baseline"
 
 
 def test_breakage_log_flags_runs_stuck_at_the_unigram_loss():
@@ -506,3 +506,12 @@ def test_the_warmup_difference_in_differences_is_paired_over_windows():
     samples = {e: run(v) for e, v in shifts.items()}
     e = difference_in_differences(Evidence(metrics, samples), *shifts)
     assert e.value == pytest.approx((1.0 - 0.2) - (0.1 - 0.0)) and e.half_width < 0.01  # window noise cancels
+
+
+def test_single_head_breakages_are_held_to_the_single_head():
+    """attn_no_scale is a one-head model: against the 4-head baseline its gap would mix in the head count."""
+    ev = Evidence({"baseline": base(), "attn_single_head": seeds(2.3), "attn_no_scale": seeds(2.3001)})
+    rows = {r["experiment"]: r for r in breakages(ev, dict.fromkeys(["attn_single_head", "attn_no_scale"], ""),
+                                                  {"attn_single_head": "attention", "attn_no_scale": "attention"})}
+    assert rows["attn_no_scale"]["outcome"] == "not resolved from attn_single_head"
+    assert rows["attn_single_head"]["outcome"] == "worse than the baseline"

@@ -89,7 +89,8 @@ def test_an_undecided_comparison_says_what_would_decide_it():
                "block_rmsnorm": {"seed0": {"val_loss": 2.04}}}
     (f,) = [f for f in claims(Evidence(metrics)) if f.claim == "RMSNorm ≈ LayerNorm"]
     assert f.verdict == "undecided"
-    assert "deciding it needs a half-width under 0.010" in f.measurement and "seeds per run" in f.measurement
+    assert "showing it needs a half-width under the distance to the ± 0.05 band" in f.measurement
+    assert "seeds per run to find an effect of 0.010 with 80 % power" in f.measurement
     assert f.resolves.startswith("± ") and "pooled" in f.resolves
 
 

@@ -199,7 +199,9 @@ def positions_section(r: ReportInputs) -> dict:
                   zip(sweep.index, sweep.itertuples(index=False))]  # NaN: a length the method has no value at
     return {"multiples": multiples, "block_size": T, "sweep_rows": sweep_rows, "learned_reason": learned_reason,
             "growth": growth, "growth_multiples": [x for x in multiples if x > 1],
-            "order": {k: files.eval(v)["order_sensitivity"] for k, v in pos.items()}, "pairs": pairs,
+            "order": {k: {"delta": m.mean(v, "order_delta"), "seeds": len(m.values(v, "val_loss")),
+                          **{x: files.eval(v)["order_sensitivity"][x] for x in ("intact", "shuffled")}}
+                      for k, v in pos.items()}, "pairs": pairs,
             "pair_count": next(iter(pairs.values()), {}).get("pairs", 0),
             "pair_bigram": m.mean(r.study.reference, "order_preference_bigram"),
             **generation_quality(r, {**pos, NO_MASK: NO_MASK} if r.m.has(NO_MASK) else pos)}
@@ -317,10 +319,17 @@ def objectives_section(r: ReportInputs) -> dict:
     obj_exps = r.present([r.study.reference, *group_of(r.study, "objective")])
     r.draw("obj_curves", figures.curves({e: r.files.log(e) for e in obj_exps}, "val_loss",
                                         "Objectives: val loss (NOT comparable across)"))
-    probe = {e: r.files.eval(e)["probe"] for e in obj_exps}
+    m = r.m
+    probe = {e: {**r.files.eval(e)["probe"], "seeds": len(m.values(e, "val_loss")),  # means over seeds, as the claims
+                 "recovery_accuracy": m.mean(e, "recovery_accuracy"), "candidate_recall":
+                 m.mean(e, "probe_candidate_recall"), "continuation_loss": m.mean(e, "continuation_loss")}
+             for e in obj_exps if "probe" in r.files.eval(e)}
+    finetune = [(e, {"accuracy": m.mean(e, "finetune_accuracy"), "per_seed": m.values(e, "finetune_accuracy"),
+                     "items": r.files.eval(e)["finetune"]["items"]})
+                for e in obj_exps if "finetune" in r.files.eval(e)]
     return {"probe": probe, "probe_item_count": next(iter(probe.values()), {}).get("recovery_items"),
             "probe_floor": next(iter(probe.values()), {}).get("constant_guess"),
-            "finetune": [(e, r.files.eval(e)["finetune"]) for e in obj_exps if "finetune" in r.files.eval(e)],
+            "finetune": finetune,
             "samples": {e: r.files.samples(e) for e in obj_exps}, "probe_candidates": PROBE_CANDIDATES}
 
 

@@ -13,7 +13,7 @@ from dataclasses import dataclass, field
 
 from miniformer.layout import loss_at_key
 from miniformer.params import FindingsConfig
-from miniformer.study.roles import REFERENCE, STABILITY_ROWS
+from miniformer.study.roles import REFERENCE, SINGLE_HEAD, STABILITY_ROWS
 from miniformer.study.stats import (
     VERDICTS,
     Estimate,
@@ -296,8 +296,12 @@ def breakages(ev: Evidence, hypotheses: dict[str, str], groups: dict[str, str]) 
     for exp in hypotheses:
         if exp == ev.reference or not m.has(exp):
             continue
-        v, base = m.mean(exp, "val_loss"), m.mean(ev.reference, "val_loss")
-        e = ev.effect(exp, ev.reference) if groups.get(exp) != "objective" else None
+        # the single-head attention breakages are held to the single head, the rest to the reference
+        against = SINGLE_HEAD if groups.get(exp) == "attention" and exp != SINGLE_HEAD and m.has(SINGLE_HEAD) \
+            else ev.reference
+        name = "the baseline" if against == ev.reference else against
+        v, base = m.mean(exp, "val_loss"), m.mean(against, "val_loss")
+        e = ev.effect(exp, against) if groups.get(exp) != "objective" else None
         delta = None if e is None else e.value
         steps = m.values(exp, "divergence_step")
         if m.any_true(exp, "diverged"):
@@ -310,14 +314,14 @@ def breakages(ev: Evidence, hypotheses: dict[str, str], groups: dict[str, str]) 
             # its own val loss reads the answer: the comparable number is the one with the mask restored
             restored = m.mean(exp, "val_loss_with_causal_mask")
             outcome = (f"leaked: {v:.3f} reading the future, {restored:.3f} once the causal mask is restored "
-                       f"(baseline {base:.3f})")
+                       f"({name} {base:.3f})")
             v, e = restored, None
             delta = None if base is None else restored - base
         elif ev.unigram is not None and v >= ev.unigram - ev.cfg.unigram_margin:
             outcome = f"stuck at the unigram loss ({ev.unigram:.3f}): learned no use of context"
         else:
-            outcome = {"reproduced": "worse than the baseline", "contradicted": "better than the baseline",
-                       "undecided": "within the interval of the baseline", "not run": "no interval"}[greater(e)]
+            outcome = {"reproduced": f"worse than {name}", "contradicted": f"better than {name}",
+                       "undecided": f"not resolved from {name}", "not run": "no interval"}[greater(e)]
         outcome += sweep_note(ev, exp)
         rows.append({"experiment": exp, "hypothesis": hypotheses.get(exp, ""), "val_loss": v,
                      "delta": delta, "interval": None if e is None else e.half_width,
