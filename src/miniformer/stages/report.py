@@ -32,7 +32,7 @@ from miniformer.runtime.checkpoints import fingerprint
 from miniformer.runtime.files import atomic_write_text, read_json_folder, write_json
 from miniformer.study import figures, hovermap
 from miniformer.study.bibliography import REFERENCES
-from miniformer.study.claims import check_experiments, claims
+from miniformer.study.claims import TESTS, check_experiments, claims
 from miniformer.study.findings import VERDICTS, Evidence, breakages, peer_comparisons
 from miniformer.study.roles import (
     ENTROPY_RUNS,
@@ -410,12 +410,18 @@ def build_report(study: Study, results: Path, out: Path, data_dir: Path = DATA_D
         env=environment(r.base, context["perf"]),
         references=list(REFERENCES.items()),
         verdict_totals=list(verdict_totals(found).items()),
+        check_totals=list(verdict_totals([c for c in found if is_check(c)]).items()),
         proxy_count=sum(not c.counted for c in found),
     )
     atomic_write_text(out, html)
     write_json(results / "verdicts.json", {**verdict_totals(found), "proxy": sum(not c.counted for c in found),
                                            "still changing": sum(c.still_changing for c in found)})
     return out
+
+
+def is_check(c) -> bool:
+    """A first-principles or by-construction row: a check of the code's mechanics, not a published claim."""
+    return c.counted and (c.source == "first principles" or c.test == TESTS["structural"])
 
 
 def verdict_totals(found: list) -> dict[str, int]:

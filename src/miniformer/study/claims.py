@@ -436,8 +436,13 @@ def collapse_at_init(ev: Evidence) -> Judgement:
 
     depth_names = "/".join(str(d) for d in depths)
     trained = [f"{e} {_fmt(ev.m.mean(e, 'hidden_uniformity'))}" for e in ("block_no_residual", "baseline")]
+    res = {k: ev.init[k].get("residual") for k in ("without_residual", "with_residual")}
+    res_text = (f"; Dong's res(X) (relative distance to rank one) without {curve(res['without_residual'])}, with "
+                f"{curve(res['with_residual'])} — this model has MLPs and LayerNorm, unlike Dong's pure attention"
+                if all(res.values()) else "")
     return Judgement(f"mean cosine of token states at init, depth {depth_names}: without residuals {curve(without)}, "
-                     f"with {curve(with_)} ({ev.init['inits']} inits); depth {depths[-1]} − {depths[0]} without = "
+                     f"with {curve(with_)} ({ev.init['inits']} inits){res_text}; depth {depths[-1]} − {depths[0]} "
+                     "without = "
                      f"{ev.text(rise)}; without − with at depth {depths[-1]} = {ev.text(gap)}. After training: "
                      f"{', '.join(trained)} (not judged: a run stuck at the unigram loss reads 1 too)",
                      all_of([greater(rise), greater(gap)]), {"rise with depth": rise, "without − with": gap})
