@@ -102,14 +102,14 @@ def test_snakemake_records_exactly_what_ran_in_dvc(smk):
 
 
 def test_one_experiment_change_reruns_only_that_experiment_under_snakemake(smk):
-    set_lr(smk, "pos_alibi", 0.005)
+    set_lr(smk, "pos_t5", 0.005)  # a one-seed experiment: one train and one evaluate job
     out = sh(smk, "snakemake", "-n", "--nolock")
     text = out.stdout + out.stderr
     jobs = dict(re.findall(r"^(\w+)\s+(\d+)$", text, flags=re.M))
     assert jobs.get("train") == "1" and jobs.get("evaluate") == "1", text[-2000:]
-    assert "pos_alibi" in text and "exp=pos_learned" not in text
+    assert "pos_t5" in text and "exp=pos_learned" not in text
     # DVC sees the same change: the run, and the stages that read the run list
-    assert dvc_changed_stages(smk) == {"run@pos_alibi", "aggregate", "report"}
+    assert dvc_changed_stages(smk) == {"run@pos_t5", "aggregate", "report"}
     # targeted run: only that experiment and what depends on it; DVC's record then matches again
     sh(smk, "snakemake", "--cores", "2", "all")
     assert dvc_changed_stages(smk) == set()
@@ -172,10 +172,10 @@ def test_both_tools_produce_the_same_outputs_and_metrics(smk, dvc):
                 if p.is_file() and not skip & set(p.parts) and "stale" not in p.name
                 and not p.name.startswith(".snakemake")}  # Snakemake's marker in a directory() output
 
-    assert files(dvc) == files(smk) - {"results/runs/pos_alibi/seed0/ckpt.stale.pt"}
+    assert files(dvc) == files(smk) - {"results/runs/pos_t5/seed0/ckpt.stale.pt"}
     a = json.loads((smk / "results" / "metrics.json").read_text())
     b = json.loads((dvc / "results" / "metrics.json").read_text())
-    a.pop("pos_alibi", None), b.pop("pos_alibi", None)  # edited in the Snakemake copy by the test above
+    a.pop("pos_t5", None), b.pop("pos_t5", None)  # edited in the Snakemake copy by the test above
     from miniformer.params import Study
 
     points = {e for e, _ in Study.load(dvc / "params.yaml").runs() if "/" in e}  # the learning-rate sweeps
