@@ -458,11 +458,6 @@ def residual_trains_worse(ev: Evidence) -> Judgement:
                      greater(d_loss), {"val loss": d_loss})
 
 
-def highest_rate_run(ev: Evidence, exp: str) -> str:
-    """The run of exp's learning-rate sweep (itself included) at the highest rate."""
-    return max(ev.sweeps.get(exp, [(exp, 0.0)]), key=lambda point: point[1])[0]
-
-
 def stability_at(ev: Evidence, rate: float) -> dict[str, list[str]]:
     """Every run at this learning rate, sorted: 'unstable' (diverged, a loss spike, or stuck at the unigram loss
     where the same model trains at another rate of its sweep), 'stable', and 'excluded' (fails at every rate tried:
