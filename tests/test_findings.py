@@ -277,7 +277,9 @@ CLAIM_CASES = [
           ("ALiBi", "pos_alibi", "stay text-like", 0.0, "reproduced"),
           ("ALiBi", "pos_alibi", "stay text-like", 1.0, "contradicted"),
           ("T5 bias", "pos_t5", "stay text-like", 0.0, "reproduced"),
-          ("T5 bias", "pos_t5", "stay text-like", 0.06, "undecided"))),
+          # held to findings.generation_margin (0.25 nats of trigram loss), not the val-loss equivalence band (0.05)
+          ("T5 bias", "pos_t5", "stay text-like", 0.2, "reproduced"),
+          ("T5 bias", "pos_t5", "stay text-like", 0.26, "undecided"))),
     ("ALiBi: generations past the training length stay text-like", {}, "not run"),
     ("Denoising objectives beat plain LM on a recovery probe", {"obj_mlm": seeds(1.5, recovery_accuracy=0.1)},
      "contradicted"),

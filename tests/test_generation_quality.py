@@ -78,3 +78,16 @@ def test_bin_losses_skip_the_prompt_and_unreached_bins(model_and_vocab):
 
 def test_repetition_reads_a_loop_as_repetitive():
     assert repetition("abcdefgh" * 20) > 0.9 and repetition(TEXT[:150]) < 0.1
+
+
+def test_the_bigram_pseudo_likelihood_is_each_token_given_both_neighbours(model_and_vocab):
+    """The floor of a bidirectional model's minimal pairs: P(c_t | c_t-1, c_t+1) ∝ P(c_t | c_t-1) P(c_t+1 | c_t),
+    normalised over every candidate — checked against the brute-force sum."""
+    _, vocab = model_and_vocab
+    bigram = NgramModel(ids_of(TEXT, vocab), len(vocab), 2)
+    ids = list(ids_of("thou art", vocab))
+    lp = lambda seq: float(bigram.token_log_probs(seq).sum())  # noqa: E731 - the joint under the bigram
+    for t in (0, 3, len(ids) - 1):
+        joint = [lp(ids[:t] + [c] + ids[t + 1 :]) for c in range(len(vocab))]
+        expected = joint[ids[t]] - np.logaddexp.reduce(joint)
+        assert bigram.pseudo_log_likelihood(ids)[t] == pytest.approx(expected, abs=1e-9)

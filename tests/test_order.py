@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import math
 
+import numpy as np
 import pytest
 import torch
 
@@ -264,3 +265,57 @@ def test_random_partitions_are_positive_and_add_up():
         assert len(parts) == 4 and sum(parts) == 10 and min(parts) >= 1
     assert _random_partition(5, 5, torch.Generator().manual_seed(0)) == [1, 1, 1, 1, 1]
     assert span_source_length(3) == 2  # the smallest window: two tokens, one of them hidden
+
+
+class Unigram(torch.nn.Module):
+    """A model stuck at the unigram loss: the same next-token logits whatever it reads."""
+
+    def __init__(self, vocab: int) -> None:
+        super().__init__()
+        self.logits = torch.nn.Parameter(torch.randn(vocab, generator=torch.Generator().manual_seed(0)))
+
+    def forward(self, x, attn_mask=None):
+        return {"logits": self.logits.expand(*x.shape, -1)}
+
+
+def line_subject(text: str, objective: str = "causal") -> Subject:
+    from miniformer.tokenizer import CharTokenizer
+
+    s = Subject.__new__(Subject)
+    s.tok = CharTokenizer.train(text)
+    s.model, s.objective, s.device, s.T = Unigram(s.tok.vocab_size), OBJECTIVES[objective], torch.device("cpu"), 64
+    s.specials = Specials(s.tok.vocab_size)
+    return s
+
+
+def test_a_left_to_right_model_scores_every_character_of_a_pair_so_a_unigram_model_ties():
+    """Read after the line break that starts the line, every character of the pair is scored: a model that learned
+    only character frequencies ties on every pair. Without the line break, the unscored first character made moving
+    a line's first word a free win."""
+    from miniformer.evaluation.order import LINE_START, pair_ids
+
+    s = line_subject("\nTo be or not to be\nthat is the question\n")
+    true, swapped = "To be or not", "not be or To"
+    a, b = pair_ids(s, true), pair_ids(s, swapped)
+    assert a[0] == s.tok.encode(LINE_START)[0] and len(a) == len(true) + 1
+    with torch.no_grad():
+        assert abs(sequence_score(s, a) - sequence_score(s, b)) < ORDER_TIE
+        unread = abs(sequence_score(s, s.tok.encode(true)) - sequence_score(s, s.tok.encode(swapped)))
+    assert unread > 100 * ORDER_TIE  # the old reading: first characters 'T' vs 'n' left unscored
+
+
+def test_the_pair_floor_reads_the_pair_as_the_objective_does():
+    """Left to right: the bigram scores the characters after the first, as the model does; bidirectional: the
+    bigram's pseudo-log-likelihood, every character given both neighbours."""
+    from miniformer.evaluation.order import floor_score
+    from miniformer.runtime.ngram import NgramModel
+
+    text = "\nTo be or not to be\nthat is the question\n" * 20
+    ids = [1, 2, 3, 4, 5]
+    for objective in ("causal", "mlm"):
+        s = line_subject(text, objective)
+        s._ngrams = {2: NgramModel(np.asarray(s.tok.encode(text)), s.tok.vocab_size, 2)}
+        bigram = s._ngrams[2]
+        expected = (bigram.token_log_probs(ids)[1:].sum() if objective == "causal"
+                    else bigram.pseudo_log_likelihood(ids).sum())
+        assert floor_score(s, ids) == pytest.approx(float(expected))

@@ -101,3 +101,30 @@ def test_two_seeds_join_the_pool_rather_than_stand_alone():
     assert "pooled" in e.variance and e.seed_df == 3  # baseline's 2 + its own 1
     pooled_sd = math.sqrt((2 * 0.1**2 + 1 * (0.02**2 / 2)) / 3)
     assert e.seed_se == pytest.approx(pooled_sd / math.sqrt(2))
+
+
+def test_a_spread_is_pooled_within_the_runs_objective():
+    """A one-seed causal run borrows the spread pooled over the causal runs only: an MLM's two wildly different
+    seeds (its masked-token loss) would otherwise widen every causal interval."""
+    metrics = {"baseline": runs_of([2.2, 2.3, 2.4]), "obj_mlm": runs_of([1.0, 3.0]), "pos_alibi": runs_of([2.0])}
+    pools = {"baseline": "causal", "pos_alibi": "causal", "obj_mlm": "mlm"}
+    within = Evidence(metrics, pools=pools).growth("pos_alibi", None, 2)
+    assert within.seed_df == 2 and "over the causal runs (df 2)" in within.variance
+    assert within.half_width == pytest.approx(4.303 * 0.1, rel=1e-3)
+    mixed = Evidence(metrics).growth("pos_alibi", None, 2)  # one pool for every run: the MLM's spread leaks in
+    assert mixed.seed_df == 3 and mixed.half_width > 3 * within.half_width
+
+
+def test_an_objective_without_two_seeds_pools_over_every_objective_and_says_so():
+    metrics = {"baseline": runs_of([2.2, 2.3, 2.4]), "obj_span": runs_of([2.0])}
+    e = Evidence(metrics, pools={"baseline": "causal", "obj_span": "span"}).growth("obj_span", None, 2)
+    assert e.seed_df == 2 and "every objective's runs (no span run has two seeds)" in e.variance
+
+
+def test_two_pools_are_two_sources_of_seed_variance():
+    """Terms pooled from different objectives are independent estimates (Welch df adds up); one pool is counted
+    once."""
+    a, b = Spread(0.1, 2, "pooled", "a"), Spread(0.1, 2, "pooled", "b")
+    one = Interval().combine(0.0, 0.0, [(1.0, 1, a), (-1.0, 1, a)])
+    two = Interval().combine(0.0, 0.0, [(1.0, 1, a), (-1.0, 1, b)])
+    assert one.seed_se == pytest.approx(two.seed_se) and (one.seed_df, two.seed_df) == (2, 4)

@@ -98,3 +98,26 @@ def test_run_experiment_trains_and_evaluates_every_point(tmp_path, corpus, monke
     assert max(column("baseline", "lr")) == pytest.approx(params["train"]["lr"], rel=0.05)
     assert max(column("baseline/lr=0.004", "lr")) == pytest.approx(0.004, rel=0.05)
     assert column("baseline", "train_loss") != column("baseline/lr=0.004", "train_loss")
+
+
+def test_an_experiment_limited_to_some_profiles_runs_only_there(tmp_path, corpus):
+    """`profiles: [gpu]` keeps a run out of the default study (its budget) and in the gpu profile; DVC's stage for
+    it still leaves its two output folders, saying why they are empty."""
+    from miniformer.cli import main
+    from tests.conftest import ROOT, study_args
+
+    params = tiny_params(corpus)
+    params["experiments"]["pos_learned"]["profiles"] = ["gpu"]
+    assert "pos_learned" not in {e for e, _ in Study(params).runs()}
+    assert "pos_learned" in {e for e, _ in Study(params, "gpu").runs()}
+    params["experiments"]["pos_learned"]["profiles"] = ["laptop"]
+    with pytest.raises(UserError, match=r"experiments\.pos_learned\.profiles"):
+        Study(params)
+    # the shipped study: the init-control pair runs in the smoke and gpu profiles, not in the default hour
+    shipped = Study.load(ROOT / "params.yaml")
+    assert "block_gpt2_init" in shipped.experiments and "block_gpt2_init" not in shipped.names()
+    args = study_args("run-experiment", tmp_path, ROOT / "params.yaml")
+    assert main(["run-experiment", "block_gpt2_init", *args]) in (0, None)
+    for stage in ("runs", "eval"):
+        note = tmp_path / "results" / stage / "block_gpt2_init" / "NOT_RUN"
+        assert "does not run in the default profile" in note.read_text()

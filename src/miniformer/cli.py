@@ -135,6 +135,12 @@ def cmd_run_experiment(args) -> None:
     check_experiments(study.experiments)  # DVC's first stage per experiment: fail before training, not at the report
     # the experiment's seeds, then its sweep's points (DVC has one stage per experiment)
     runs = [(name, seed) for name in study.sweep_of(args.experiment) for seed in study.seeds_for(name)]
+    if not runs:  # not in this profile (params.yaml `profiles:`): DVC still wants the stage's outputs to exist
+        for folder in (Path(args.results) / "runs" / args.experiment, Path(args.results) / "eval" / args.experiment):
+            folder.mkdir(parents=True, exist_ok=True)
+            (folder / "NOT_RUN").write_text(f"{args.experiment} does not run in the {study.profile} profile\n")
+        print(f"{args.experiment}: not in the {study.profile} profile (params.yaml: profiles), nothing to run")
+        return
     for name, seed in runs:
         train_one(study, name, seed, args.results, args.data, "auto")
     for name, seed in runs:

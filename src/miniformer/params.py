@@ -61,7 +61,7 @@ class TrainConfig:
     beta2: float = 0.99
     grad_clip: float = 1.0
     log_every: int = 25
-    val_batches: int = 4  # batches for the val loss logged during training (the final eval uses the whole split)
+    val_batches: int = 1  # batches for the val loss logged during training: a progress line (the report reads eval)
     eval_every: int = 100  # steps between points of the val-loss curve the report follows effects over
     curve_tokens: int = 16384  # val tokens per curve point, on the same spread-out windows for every run
     sample_every: int = 200
@@ -80,13 +80,15 @@ class EvalConfig:
     split_tokens: int = 65536  # tokens of val/test scored for the final losses; 0 = the whole split
     probe_line: str = "Romeo: But, soft! what light through yonder window breaks?"
     probe: bool = False  # run the shared recovery probe (the objectives' common measure; ~30 s for a causal model)
-    probe_items: int = 1280  # hidden tokens of the shared probe (one per held-out test line)
+    probe_items: int = 640  # hidden tokens of the shared probe (one per held-out test line)
     order_windows: int = 64  # windows for the order-sensitivity probe
     order_pairs: int = 300  # minimal pairs (two words of a held-out line swapped) for the order probe
     gen_multiples: list = field(default_factory=lambda: [1, 2, 4])  # position bins of the long generations
     gen_samples: int = 8  # long generations per run: their spread is the interval on generation quality
-    temperature: float = 0.8
-    top_k: int = 20
+    # the long generations sample the model's own distribution (T = 1, no top-k): a sharpened sampler writes text
+    # that scores *below* held-out text under the trigram, so the quality scale would not mean what it says
+    temperature: float = 1.0
+    top_k: int = 0  # 0 = every token a candidate
     role_swap: bool = False  # also score the val loss with the trained Q/K/V roles swapped (evaluation/role_swap.py)
     finetune: bool = False  # also fine-tune on the downstream task and score it (evaluation/finetune.py)
     finetune_steps: int = 100  # fine-tuning steps (batches of train.batch_size pairs), the same for every objective
@@ -94,7 +96,7 @@ class EvalConfig:
 
 
 SECTIONS: dict[str, type] = {"data": DataConfig, "model": ModelConfig, "train": TrainConfig, "eval": EvalConfig}
-EXPERIMENT_KEYS = {"group", "hypothesis", "all_seeds", "seeds", "peer", "sweep", *SECTIONS}
+EXPERIMENT_KEYS = {"group", "hypothesis", "all_seeds", "seeds", "peer", "sweep", "profiles", *SECTIONS}
 PROFILE_KEYS = {"seeds_per_experiment", *SECTIONS}
 TOP_KEYS = {"profile", "seeds", "experiments", "profiles", "findings", *SECTIONS}
 SWEEP_SECTIONS = ("model", "train", "eval")  # data is shared by every run: one tokenization
@@ -107,6 +109,9 @@ class FindingsConfig:
     confidence: float = 0.95  # of every interval the report prints and every verdict reads
     equivalence_margin: float = 0.05  # nats: "A ≈ B" claims hold when the whole interval lies within ± this
     unigram_margin: float = 0.02  # nats: a run within this of the unigram loss learned nothing from context
+    # nats of trigram loss per character: generations "stay text-like" past the block when they grow by no more than
+    # this — a few per cent of the way from held-out text to its characters shuffled (≈ 6.5 nats on the plays)
+    generation_margin: float = 0.25
     chance_margin: float = 0.05  # a preference rate within ± this of 50 % is "at chance" (the minimal-pair probe)
     bootstrap: int = 2000  # resamples of windows / probe items behind each evaluation-sampling error
     still_changing: bool = True  # flag claims whose effect moved by more than its interval between the last two points
@@ -271,8 +276,9 @@ class Study:
         _check_fields(FindingsConfig, findings, "findings.")
         self.findings = FindingsConfig(**findings)
         _validate_findings(self.findings)
-        validate_data(self.data_config())  # here, not only in prepare: every command that reads params checks them
-        for name in self.names():  # build every config now: impossible combinations fail before anything runs
+        validate_data(self.data_config())  # here, not only in prepare: every command reading params checks them
+        # build every config now, whether this profile runs it or not: impossible combinations fail before anything runs
+        for name in [*self.experiments, *self.points]:
             self.config(name, self.seeds[0])
 
     @classmethod
@@ -286,10 +292,15 @@ class Study:
             raise UserError(f"params file {str(p)!r} is not valid YAML: {str(e).splitlines()[0]}") from None
         return cls(raw, profile)
 
+    def active(self, experiment: str) -> bool:
+        """Whether the experiment (or the experiment a sweep point belongs to) runs under this profile: all of them,
+        unless its `profiles:` names the ones it runs in."""
+        return self.profile in self.experiments[self.parent(experiment)].get("profiles", PROFILES)
+
     def names(self) -> list[str]:
-        """Every experiment, each followed by its sweep points."""
+        """Every experiment this profile runs, each followed by its sweep points."""
         out = []
-        for name in self.experiments:
+        for name in filter(self.active, self.experiments):
             out.append(name)
             out.extend(p for p, (parent, _) in self.points.items() if parent == name)
         return out
@@ -311,6 +322,8 @@ class Study:
         point runs its experiment's first seed."""
         if experiment in self.points:
             return self.seeds_for(self.points[experiment][0])[:1]
+        if not self.active(experiment):
+            return []
         exp = self.experiments[experiment]
         if experiment == self.reference or exp.get("all_seeds"):
             return list(self.seeds)
@@ -431,6 +444,10 @@ def _check_experiment(name: Any, exp: dict) -> None:
         raise UserError(f"params: experiments.{name}.seeds = {_short(n)} must be an integer >= 1 (how many of the "
                         "study's seeds it runs)")
     _check_value(exp.get("peer", False), bool, f"experiments.{name}.peer")
+    only = exp.get("profiles", list(PROFILES))
+    if not (isinstance(only, list) and only and all(p in PROFILES for p in only)):
+        raise UserError(f"params: experiments.{name}.profiles = {_short(only)} must be a non-empty list of profiles "
+                        f"the experiment runs in, from {', '.join(PROFILES)} (leave it out to run it in all)")
     if not isinstance(exp.get("group"), str) or exp.get("group") not in GROUPS:
         raise UserError(
             f"params: experiments.{name}.group = {_short(exp.get('group'))}; choose one of {', '.join(GROUPS)}"
@@ -454,6 +471,7 @@ def _validate_findings(f: FindingsConfig) -> None:
         (0.5 <= f.confidence <= 0.999, f"findings.confidence = {f.confidence} must be in [0.5, 0.999] (e.g. 0.95; "
          "the t quantile is computed numerically, exact to 4 digits up to 0.999)"),
         (f.equivalence_margin > 0, f"findings.equivalence_margin = {f.equivalence_margin} must be > 0 (nats)"),
+        (f.generation_margin > 0, f"findings.generation_margin = {f.generation_margin} must be > 0 (nats)"),
         (f.unigram_margin >= 0, f"findings.unigram_margin = {f.unigram_margin} must be >= 0 (nats)"),
         (0 <= f.chance_margin < 0.5, f"findings.chance_margin = {f.chance_margin} must be in [0, 0.5)"),
         (f.bootstrap >= 200, f"findings.bootstrap = {f.bootstrap} must be >= 200 resamples (fewer cannot place a "
@@ -504,7 +522,7 @@ def _validate_eval(e: EvalConfig, where: str) -> None:
         (e.split_tokens >= 0, f"eval.split_tokens = {e.split_tokens} must be >= 0 (0 = the whole split)"),
         (e.probe_items > 0 and e.order_windows > 0 and e.order_pairs > 0,
          "eval.probe_items, eval.order_windows and eval.order_pairs must be > 0"),
-        (e.top_k > 0, f"eval.top_k = {e.top_k} must be > 0"),
+        (e.top_k >= 0, f"eval.top_k = {e.top_k} must be >= 0 (0 = no top-k cut)"),
         (e.gen_samples >= 1, f"eval.gen_samples = {e.gen_samples} must be >= 1"),
         (e.temperature >= 0, f"eval.temperature = {e.temperature} must be >= 0 (0 = greedy)"),
         (e.finetune_steps > 0 and e.finetune_items >= 8,

@@ -31,7 +31,9 @@ def params_schema() -> dict:
     experiment = {"type": "object", "required": ["group"], "additionalProperties": False, "properties": {
         "group": {"enum": list(GROUPS)}, "hypothesis": {"type": "string"}, "all_seeds": {"type": "boolean"},
         "seeds": {"type": "integer", "minimum": 1},
-        "peer": {"type": "boolean"}, "sweep": {"type": "object", "additionalProperties": {"type": "array"}},
+        "peer": {"type": "boolean"},
+        "profiles": {"type": "array", "items": {"enum": list(PROFILES)}, "minItems": 1},
+        "sweep": {"type": "object", "additionalProperties": {"type": "array"}},
         **overrides}}
     profile = {"type": "object", "additionalProperties": False,
                "properties": {"seeds_per_experiment": {"type": "integer", "minimum": 1}, **sections}}

@@ -1,9 +1,11 @@
 """Generation quality inside and past the training length: several samples, each read by position bin.
 
-Each sample is one long generation (the largest eval.gen_multiples × block_size tokens). Its quality in a bin of
-positions — inside the block, then each multiple past it — is the text's loss under the train split's trigram model
-(runtime/ngram.py): low for text that reads like the training text, high for character soup, in any script. Per-
-sample values go to windows.json, so the report puts an interval on each bin and on the growth past the block.
+Each sample is one long generation (the largest eval.gen_multiples × block_size tokens), drawn from the model's own
+distribution (eval.temperature 1, no top-k). Its quality in a bin of positions — inside the block, then each multiple
+past it — is the text's loss under the train split's trigram model (runtime/ngram.py): a character-soup detector,
+low for text whose local character statistics are the training text's, high for soup, in any script. It reads local
+spelling only (two characters of context), not sense. Per-sample values go to windows.json, so the report puts an
+interval on each bin and on the growth past the block.
 """
 
 from __future__ import annotations
@@ -47,13 +49,14 @@ def sample_batch(s: Subject, prompt: list[int], prefix_len: int | None, length: 
     """eval.gen_samples generations of up to ``length`` tokens in all (prompt included), one batch, seeded; cut to
     block_size when the position method is undefined past it."""
     start = torch.tensor([prompt] * s.run.eval.gen_samples, device=s.device)
+    top_k = s.run.eval.top_k or None
     g = torch.Generator(device=s.device).manual_seed(s.run.seed)
     try:
-        ids = s.model.generate(start, length - len(prompt), s.run.eval.temperature, s.run.eval.top_k, generator=g,
+        ids = s.model.generate(start, length - len(prompt), s.run.eval.temperature, top_k, generator=g,
                                allowed_vocab=s.tok.vocab_size, prefix_len=prefix_len)
     except ValueError:  # a position method undefined past block_size (learned): its in-block part only
         g = torch.Generator(device=s.device).manual_seed(s.run.seed)
-        ids = s.model.generate(start, s.T - len(prompt), s.run.eval.temperature, s.run.eval.top_k, generator=g,
+        ids = s.model.generate(start, s.T - len(prompt), s.run.eval.temperature, top_k, generator=g,
                                allowed_vocab=s.tok.vocab_size, prefix_len=prefix_len)
     return ids.tolist()
 

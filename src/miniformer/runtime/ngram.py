@@ -59,6 +59,27 @@ class NgramModel:
             p[n - 1 :] = (self._count(gk, gc, gram) + self.prior * tail) / (self._count(ck, cc, ctx) + self.prior)
         return np.log(p)
 
+    def next_token_log_probs(self) -> np.ndarray:
+        """The (V, V) table log P(b | a) of the order-2 model (a bigram, whatever ``order`` is)."""
+        if self.order < 2:
+            raise ValueError("a unigram model has no next-token table")
+        gk, gc, ck, cc = self.tables[0]
+        a, b = np.divmod(np.arange(self.vocab_size * self.vocab_size, dtype=np.int64), self.vocab_size)
+        p = (self._count(gk, gc, a * self.vocab_size + b) + self.prior * self.unigram[b]) / (
+            self._count(ck, cc, a) + self.prior)
+        return np.log(p).reshape(self.vocab_size, self.vocab_size)
+
+    def pseudo_log_likelihood(self, ids: list[int] | np.ndarray) -> np.ndarray:
+        """log P(ids[t] | ids[t − 1], ids[t + 1]) for every t under the bigram, ∝ P(c | left) · P(right | c): each
+        token hidden in turn with one neighbour on each side (the first has no left one, the last no right one)."""
+        ids = np.asarray(ids, dtype=np.int64)
+        table = self.next_token_log_probs()
+        scores = np.tile(np.log(self.unigram), (len(ids), 1))  # (n, V): candidates c for every position
+        scores[1:] = table[ids[:-1]]  # log P(c | left)
+        scores[:-1] += table[:, ids[1:]].T  # + log P(right | c)
+        scores -= np.logaddexp.reduce(scores, axis=1, keepdims=True)
+        return scores[np.arange(len(ids)), ids]
+
     def loss(self, ids: list[int] | np.ndarray) -> float:
         """Mean negative log-probability per token (nats)."""
         return float(-self.token_log_probs(ids).mean())

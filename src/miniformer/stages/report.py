@@ -194,7 +194,11 @@ def positions_section(r: ReportInputs) -> dict:
         mp = files.eval(e).get("minimal_pairs") if m.has(e) else None
         if mp and mp.get("true_order_preferred") is not None:
             pairs[e] = {"rate": m.mean(e, "order_preference"), "estimate_text": r.ev.text(r.ev.preference(e)),
-                        "ties": mp["ties"], "pairs": mp["pairs"], "scoring": mp["scoring"]}
+                        "ties": mp["ties"], "pairs": mp["pairs"], "scoring": mp["scoring"],
+                        "floor": m.mean(e, "order_preference_bigram"),
+                        # without the causal mask a model reads the characters it scores: no reading of order
+                        "caveat": "sees the characters it scores (no causal mask): not a reading of order"
+                        if e == NO_MASK else ""}
     sweep_rows = [(name, [None if v is None or v != v else v for v in row]) for name, row in
                   zip(sweep.index, sweep.itertuples(index=False))]  # NaN: a length the method has no value at
     return {"multiples": multiples, "block_size": T, "sweep_rows": sweep_rows, "learned_reason": learned_reason,
@@ -226,7 +230,8 @@ def generation_quality(r: ReportInputs, runs: dict[str, str]) -> dict:
     real, shuffled = r.text_references
     if series:
         r.draw("generation_quality", figures.generation_quality(series, real, shuffled, r.base.model.block_size))
-    return {"long_gens": table, "text_real": real, "text_shuffled": shuffled, "gen_samples": r.base.eval.gen_samples}
+    return {"long_gens": table, "text_real": real, "text_shuffled": shuffled, "gen_samples": r.base.eval.gen_samples,
+            "gen_temperature": r.base.eval.temperature, "gen_top_k": r.base.eval.top_k}
 
 
 def attention_section(r: ReportInputs) -> dict:
@@ -366,7 +371,9 @@ def load_evidence(study: Study, results: Path, data_dir: Path) -> Evidence:
     sweeps = {e: [(name, study.config(name, study.seeds_for(name)[0]).train.lr) for name in study.sweep_of(e)]
               for e in study.experiments}
     init = read_json(results / INIT_FILE, "run `miniformer init-probe`") if (results / INIT_FILE).exists() else None
-    return Evidence(nested, samples, study.findings, unigram_loss(data_dir), sweeps, study.reference, init)
+    objectives = {name: study.config(name, study.seeds_for(name)[0]).train.objective for name in study.names()}
+    return Evidence(nested, samples, study.findings, unigram_loss(data_dir), sweeps, study.reference, init,
+                    objectives)
 
 
 def environment(base: RunConfig, perf: dict) -> dict[str, str]:

@@ -556,7 +556,7 @@ def restored_effect(ev: Evidence) -> Estimate | None:
         renamed = [Samples({"val": r.raw["val_with_causal_mask"]}) for r in a]
         q = source_quantity("val")
         return ev.interval.contrast(q, ["val"], [(1.0, renamed), (-1.0, b)],
-                                  [ev.spread_of_runs(q, renamed), ev.spread(q, "attn_single_head")],
+                                  [ev.spread_of_runs(q, renamed, "attn_no_mask"), ev.spread(q, "attn_single_head")],
                                   ["attn_no_mask", "attn_single_head"])
     return ev.metrics_contrast(lambda r: r.get("val_loss_with_causal_mask", r.get("val_loss")),
                                [("attn_no_mask", 1.0), ("attn_single_head", -1.0)])
@@ -620,11 +620,13 @@ def generation_growth(method: str) -> Judge:
         source = f"generation_growth:{far}"
         e = ev.contrast(source_quantity(source), [source], [(exp, 1.0)]) if ev.has_samples([exp], source) else None
         per_bin = " / ".join(f"{b}× {_fmt(ev.m.mean(exp, f'gen_{b}x_ngram_loss'))}" for b in bins)
-        verdict = RULES[rule](ev, e)
-        decide = what_would_decide(e, rule, ev.cfg.equivalence_margin) if verdict == "undecided" and e else ""
-        note = RULE_NOTES[rule].format(m=ev.cfg.equivalence_margin)
-        return Judgement(f"trigram loss of {method}'s generations by position bin (up to that multiple of the block): "
-                         f"{per_bin}; farthest − inside = {ev.text(e)}{note}{decide}", verdict, {f"{method} growth": e})
+        margin = ev.cfg.generation_margin  # a quantity of its own: trigram loss, not the model's val loss
+        verdict = greater(e) if rule == "greater" else at_most(e, margin)
+        decide = what_would_decide(e, rule, margin) if verdict == "undecided" and e else ""
+        note = RULE_NOTES[rule].format(m=margin)
+        return Judgement(f"trigram loss (a character-soup detector) of {method}'s generations by position bin (up to "
+                         f"that multiple of the block): {per_bin}; farthest − inside = {ev.text(e)}{note}{decide}",
+                         verdict, {f"{method} growth": e})
 
     return judge
 

@@ -9,7 +9,7 @@ from __future__ import annotations
 import math
 import statistics
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 from miniformer.layout import loss_at_key
 from miniformer.params import FindingsConfig
@@ -94,9 +94,24 @@ class Contrasts:
     """How an interval on a contrast of experiments is built: each experiment's runs (per-window samples, or
     metrics.json alone), the paired bootstrap over the samples, and each experiment's own or pooled seed spread."""
 
-    def __init__(self, m: Metrics, samples: dict, interval: Interval) -> None:
+    def __init__(self, m: Metrics, samples: dict, interval: Interval, pools: dict[str, str] | None = None) -> None:
         self.m, self.interval = m, interval
         self.samples = {e: {k: Samples(v) for k, v in runs.items()} for e, runs in samples.items()}
+        # run name -> its training objective: a spread is pooled over runs of the same objective only (an MLM's
+        # masked-token loss varies over seeds as a causal LM's does not); empty: one pool for every run
+        self.pools = pools or {}
+
+    def pooled(self, values: dict[str, list[float | None]], exp: str | None) -> Spread:
+        """The within-experiment spread pooled over the multi-seed runs of exp's objective; where none of that
+        objective has two seeds, over every objective's, and the spread says so."""
+        everyone = pooled_spread([v for v in values.values() if len(v) >= 2])
+        key = self.pools.get(exp) if exp is not None else None
+        if key is None:
+            return everyone
+        same = pooled_spread([v for e, v in values.items() if self.pools.get(e) == key and len(v) >= 2])
+        if same.df:
+            return replace(same, over=f"the {key} runs")
+        return replace(everyone, over=f"every objective's runs (no {key} run has two seeds)") if everyone.df else same
 
     def runs(self, exp: str) -> list[Samples]:
         return list(self.samples.get(exp, {}).values())
@@ -107,13 +122,13 @@ class Contrasts:
     def spread(self, q: Quantity, exp: str) -> Spread:
         """exp's own seed spread of quantity q where it has OWN_SPREAD_SEEDS or more seeds, else the spread pooled
         over every multi-seed experiment, its own included (stats.py)."""
-        return self.spread_of_runs(q, self.runs(exp))
+        return self.spread_of_runs(q, self.runs(exp), exp)
 
-    def spread_of_runs(self, q: Quantity, runs: list[Samples]) -> Spread:
+    def spread_of_runs(self, q: Quantity, runs: list[Samples], exp: str | None = None) -> Spread:
         sd, df = seed_spread([q(r, {}) for r in runs])
         if df + 1 >= OWN_SPREAD_SEEDS:
             return Spread(sd, df, "own")
-        return pooled_spread([[q(r, {}) for r in runs.values()] for runs in self.samples.values() if len(runs) >= 2])
+        return self.pooled({e: [q(r, {}) for r in rs.values()] for e, rs in self.samples.items()}, exp)
 
     def contrast(self, q: Quantity, sources: list[str], terms: list[tuple[str, float]]) -> Estimate | None:
         """Σ weight × mean over exp's seeds of quantity q, for (exp, weight) terms: paired bootstrap over the sources
@@ -129,7 +144,7 @@ class Contrasts:
         sd, df = seed_spread([f(r) for r in self.m.nested.get(exp, {}).values()])
         if df + 1 >= OWN_SPREAD_SEEDS:
             return Spread(sd, df, "own")
-        return pooled_spread([[f(r) for r in runs.values()] for runs in self.m.nested.values() if len(runs) >= 2])
+        return self.pooled({e: [f(r) for r in rs.values()] for e, rs in self.m.nested.items()}, exp)
 
     def metrics_contrast(self, f: Callable[[dict], float | None], terms: list[tuple[str, float]],
                          eval_se: float = 0.0) -> Estimate | None:
@@ -157,9 +172,11 @@ class Evidence(Contrasts):
         sweeps: dict[str, list[tuple[str, float]]] | None = None,
         reference: str = REFERENCE,
         init: dict | None = None,
+        pools: dict[str, str] | None = None,
     ) -> None:
         self.cfg = cfg or FindingsConfig()
-        super().__init__(Metrics(nested, reference), samples or {}, Interval(self.cfg.confidence, self.cfg.bootstrap))
+        super().__init__(Metrics(nested, reference), samples or {}, Interval(self.cfg.confidence, self.cfg.bootstrap),
+                         pools)
         self.reference = reference
         self.init = init  # token uniformity against depth at initialisation (stages/init_probe.py), if it ran
         self.unigram = unigram

@@ -141,6 +141,7 @@ class Spread:
     sd: float
     df: int
     kind: str  # "own" (the experiment's seeds), "pooled" (every multi-seed experiment), "none" (one seed everywhere)
+    over: str = ""  # a pooled spread's pool, in words ("" = every multi-seed experiment); one estimate per pool
 
 
 @dataclass
@@ -194,9 +195,12 @@ class Interval:
         The seed variance is Σ w²·sd²/n over the terms, its degrees of freedom by Welch-Satterthwaite; terms that
         share the pooled spread are one source of it (it is one estimate, counted once)."""
         own = [(w * w * sp.sd**2 / n, sp.df) for w, n, sp in terms if sp.kind == "own"]
-        pooled = [(w, n, sp) for w, n, sp in terms if sp.kind == "pooled"]
-        parts = own + ([(sum(w * w / n for w, n, _ in pooled) * pooled[0][2].sd ** 2, pooled[0][2].df)]
-                       if pooled else [])
+        pools: dict[str, list[Term]] = {}
+        for w, n, sp in terms:
+            if sp.kind == "pooled":
+                pools.setdefault(sp.over, []).append((w, n, sp))
+        parts = own + [(sum(w * w / n for w, n, _ in group) * group[0][2].sd ** 2, group[0][2].df)
+                       for group in pools.values()]
         seed_var = sum(v for v, _ in parts)
         df = 0
         if seed_var > 0:
@@ -254,10 +258,10 @@ class Interval:
 def describe_spreads(terms: Sequence[Term], names: Sequence[str]) -> str:
     """Which seed spread each run of the effect used, in words, e.g. 'own (pos_alibi, 3 seeds); pooled, df 9'."""
     own = [f"{name} {n} seeds" for (_, n, sp), name in zip(terms, names) if sp.kind == "own"]
-    pooled = [sp for _, _, sp in terms if sp.kind == "pooled"]
+    pools = {sp.over: sp for _, _, sp in terms if sp.kind == "pooled"}
     out = [f"own spread ({', '.join(own)})"] if own else []
-    if pooled:
-        out.append(f"pooled within-experiment spread (df {pooled[0].df})")
+    for over, sp in pools.items():
+        out.append(f"pooled within-experiment spread{' over ' + over if over else ''} (df {sp.df})")
     if not out and terms:
         out.append("no seed spread: one seed everywhere")
     return "; ".join(out)
