@@ -191,6 +191,9 @@ WARMUP = {"block_pre_norm_no_warmup": seeds(2.0), "block_pre_norm_long_warmup": 
 CLAIM_CASES = [
     ("Head count has a U-shape at fixed width", HEADS_U, "reproduced"),
     ("Head count has a U-shape at fixed width", HEADS_MONOTONE, "contradicted"),
+    # Vaswani's arms alone (2 heads runs only where the profile has room): still judged
+    ("Head count has a U-shape at fixed width", {k: v for k, v in HEADS_U.items() if k != "heads_2"}, "reproduced"),
+    ("Head count has a U-shape at fixed width", {k: v for k, v in HEADS_U.items() if k != "heads_32"}, "not run"),
     ("Past the training length: sinusoidal worst, RoPE degrades, ALiBi best", EXTRAPOLATION, "reproduced"),
     ("ALiBi stays flat past the training length", EXTRAPOLATION, "reproduced"),
     ("Post-norm needs warm-up; pre-norm trains without", WARMUP, "reproduced"),
@@ -246,6 +249,9 @@ CLAIM_CASES = [
     ("Without positions a causal LM still tells order (the mask leaks it); an MLM cannot",  # a stuck run as floor
      {"pos_none": nope(0.65), "block_no_residual": seeds(3.25, order_preference=0.65),
       "obj_mlm_nope": seeds(3.0, order_preference=0.5, order_ties=1.0)}, {"unigram": 3.26}, "undecided"),
+    ("Without positions a causal LM still tells order (the mask leaks it); an MLM cannot",  # no-mask is no floor:
+     {"pos_none": nope(0.8), "attn_no_mask": seeds(3.25, order_preference=0.95),  # it reads what it scores
+      "obj_mlm_nope": seeds(3.0, order_preference=0.5, order_ties=1.0)}, {"unigram": 3.26}, "reproduced"),
     ("Without positions a causal LM still tells order (the mask leaks it); an MLM cannot",  # exact ties: structural
      {"pos_none": nope(0.8), "obj_mlm_nope": seeds(3.0, order_preference=0.5, order_ties=1.0)}, "reproduced"),
     ("Without positions a causal LM still tells order (the mask leaks it); an MLM cannot",
