@@ -152,6 +152,25 @@ def test_a_removed_experiment_leaves_metrics_and_report_under_both_tools(smk):
         sh(smk, "snakemake", "--cores", "2", "all")
 
 
+def test_an_experiment_moved_out_of_the_profile_leaves_the_report_rendering(smk):
+    """`profiles:` that no longer names the active profile: the run drops out of metrics and the report renders
+    without it (the report once read every experiment's first seed, and had none for it)."""
+    p = smk / "params.yaml"
+    original = p.read_text()
+    limited = "    model: {init: gpt2}\n    profiles: [%s]\n"
+    edited = original.replace(limited % "smoke, gpu", limited % "gpu")
+    assert edited != original
+    p.write_text(edited)
+    try:
+        sh(smk, "snakemake", "--cores", "2", "all")
+        metrics = json.loads((smk / "results" / "metrics.json").read_text())
+        assert "block_gpt2_init" not in metrics and "block_post_norm_gpt2_init" in metrics
+        assert "Head count has a U-shape" in (smk / "report" / "report.html").read_text()
+    finally:
+        p.write_text(original)
+        sh(smk, "snakemake", "--cores", "2", "all")
+
+
 def test_dvc_repro_smoke_study(dvc):
     assert dvc_changed_stages(dvc) == set()
     assert (dvc / "report" / "report.html").exists()

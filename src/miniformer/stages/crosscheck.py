@@ -207,4 +207,4 @@ def crosscheck(study: Study, data_dir: Path, out_dir: Path, experiments: list[st
 def peer_experiments(study: Study) -> list[str]:
     """The study's experiments marked ``peer: true`` in params.yaml: those the peer has a documented switch for
     (peer_spec translates each; objectives and the attention breakages have no peer equivalent)."""
-    return [e for e, exp in study.experiments.items() if exp.get("peer")]
+    return [e for e, exp in study.experiments.items() if exp.get("peer") and study.active(e)]

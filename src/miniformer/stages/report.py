@@ -157,7 +157,7 @@ class ReportInputs:
         lr = self.base.train.lr
         out = {}
         for name in self.study.names():
-            run_lr = self.study.config(name, self.study.seeds_for(name)[0]).train.lr
+            run_lr = self.study.config(name, self.study.seeds[0]).train.lr
             out[name] = name if run_lr == lr or "lr=" in name else f"{name} (lr {run_lr:g})"
         return out
 
@@ -368,10 +368,11 @@ def load_evidence(study: Study, results: Path, data_dir: Path) -> Evidence:
     again = "re-run `miniformer aggregate`, which rewrites it"
     nested = read_json(results / "metrics.json", again)
     samples = read_json(results / "windows.json", again) if (results / "windows.json").exists() else {}
-    sweeps = {e: [(name, study.config(name, study.seeds_for(name)[0]).train.lr) for name in study.sweep_of(e)]
-              for e in study.experiments}
+    # a run's config (its rate, its objective) is the same for every seed: the study's first seed reads it
+    sweeps = {e: [(name, study.config(name, study.seeds[0]).train.lr) for name in study.sweep_of(e)]
+              for e in study.experiments if study.active(e)}
     init = read_json(results / INIT_FILE, "run `miniformer init-probe`") if (results / INIT_FILE).exists() else None
-    objectives = {name: study.config(name, study.seeds_for(name)[0]).train.objective for name in study.names()}
+    objectives = {name: study.config(name, study.seeds[0]).train.objective for name in study.names()}
     return Evidence(nested, samples, study.findings, unigram_loss(data_dir), sweeps, study.reference, init,
                     objectives)
 
