@@ -324,10 +324,12 @@ def order_without_positions(ev: Evidence) -> Judgement:
     mlm_text = "ties on every pair (permutation-equivariant)" if exact else (
         f"{ev.text(mlm)} (at chance: within ± {ev.cfg.chance_margin})")
     nope = _fmt(ev.m.mean("pos_none", "order_preference"))
-    bigram = _fmt(ev.m.mean("pos_none", "order_preference_bigram"))
-    return Judgement(f"true order preferred on minimal pairs: causal NoPE {nope}; the floor, the highest a model that "
-                     f"learned nothing reaches: {floor_name} {_fmt(floor)} (the character bigram {bigram}); NoPE − "
-                     f"floor = {ev.text(causal)}; MLM NoPE − 50 % {mlm_text}",
+    bigram_share = _fmt(ev.m.mean("pos_none", "order_preference_bigram"))
+    bigram = "" if floor_run is None else f" (the character bigram {bigram_share})"
+    return Judgement(f"true order preferred on minimal pairs, each line read whole after its line break: causal "
+                     f"NoPE {nope}; the floor, the highest a model that learned nothing reaches, read the same way: "
+                     f"{floor_name} {_fmt(floor)}{bigram}; NoPE − floor = {ev.text(causal)}; MLM NoPE − 50 % "
+                     f"{mlm_text}",
                      all_of([greater(causal), mlm_verdict if mlm is not None else "not run"]),
                      {"causal NoPE − floor": causal, "MLM NoPE": mlm})
 
