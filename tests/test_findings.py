@@ -474,6 +474,23 @@ def test_extrapolation_is_judged_at_the_first_length_past_the_block_not_at_the_c
     assert by_claim(at_8)["Past the training length: sinusoidal worst, RoPE degrades, ALiBi best"] != "reproduced"
 
 
+def test_extrapolation_needs_the_order_at_both_of_presss_lengths():
+    """Press find sinusoidal > RoPE > ALiBi at 1012 and 2512 tokens (≈ 2× and 4.9× L): an order that holds at 2× and
+    is gone at 4× is not reproduced; ALiBi flat at 2× but growing at 4× is not flat."""
+    def run(at2: float, at4: float) -> dict:
+        return seeds(2.0, loss_at_1x=2.0, loss_at_2x=at2, loss_at_4x=at4)
+
+    metrics = {"baseline": {k: {**v, "loss_at_2x": 2.136, "loss_at_4x": 2.4} for k, v in base().items()},
+               "pos_sinusoidal": run(2.249, 2.4), "pos_alibi": run(1.991, 2.3)}
+    verdicts = by_claim(metrics)
+    assert verdicts["Past the training length: sinusoidal worst, RoPE degrades, ALiBi best"] != "reproduced"
+    assert verdicts["ALiBi stays flat past the training length"] != "reproduced"
+    metrics["pos_sinusoidal"], metrics["pos_alibi"] = run(2.249, 2.7), run(1.991, 1.99)  # the order at both
+    verdicts = by_claim(metrics)
+    assert verdicts["Past the training length: sinusoidal worst, RoPE degrades, ALiBi best"] == "reproduced"
+    assert verdicts["ALiBi stays flat past the training length"] == "reproduced"
+
+
 def test_proxies_and_controls_are_labelled_and_kept_out_of_the_totals():
     from miniformer.stages.report import verdict_totals
 
