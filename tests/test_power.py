@@ -9,7 +9,7 @@ import pytest
 
 from miniformer.study.claims import claims
 from miniformer.study.findings import Evidence
-from miniformer.study.stats import Estimate, Interval, Spread, pooled_spread, rank_test
+from miniformer.study.stats import Estimate, Interval, Spread, pooled_spread, rank_test, t_quantile
 
 
 def runs_of(values: list[float], key: str = "loss_at_2x") -> dict:
@@ -66,6 +66,17 @@ def test_welch_degrees_of_freedom_for_two_own_spreads():
     e = Interval().combine(1.0, 0.0, [(1.0, 3, Spread(0.1, 2, "own")), (-1.0, 3, Spread(0.1, 2, "own"))])
     assert e.seed_df == 4  # two equal spreads of df 2: Welch-Satterthwaite gives 4
     assert e.seed_se == pytest.approx(0.1 * math.sqrt(2 / 3))
+
+
+def test_welch_degrees_of_freedom_stay_fractional():
+    """Unequal spreads: Welch-Satterthwaite gives 1.26 df here, and t is read there (≈ 9.2), not at a df rounded
+    down to 1 (12.7), which would make the interval 40 % wider than the rule says."""
+    e = Interval().combine(0.0, 0.0, [(1.0, 2, Spread(0.02, 1, "own")), (-1.0, 3, Spread(0.008, 2, "own"))])
+    v1, v2 = 0.02**2 / 2, 0.008**2 / 3
+    assert e.seed_df == pytest.approx((v1 + v2) ** 2 / (v1**2 / 1 + v2**2 / 2))
+    assert 1 < e.seed_df < 2
+    assert e.half_width == pytest.approx(t_quantile(0.95, e.seed_df) * math.sqrt(v1 + v2), rel=1e-6)
+    assert e.half_width < t_quantile(0.95, 1) * math.sqrt(v1 + v2) * 0.9
 
 
 def test_seeds_to_resolve_shrinks_the_seed_part_with_root_n():

@@ -37,7 +37,7 @@ def z_quantile(confidence: float) -> float:
     return statistics.NormalDist().inv_cdf(0.5 + confidence / 2)
 
 
-def t_quantile(confidence: float, df: int) -> float:
+def t_quantile(confidence: float, df: float) -> float:
     """Two-sided Student-t quantile (4.30 for 0.95 and df = 2), by bisection on a numerically integrated CDF."""
     if df <= 0:
         return math.inf
@@ -151,7 +151,7 @@ class Estimate:
     eval_se: float  # from resampling windows/items
     seed_se: float  # from the seed spreads of the runs in the effect
     confidence: float
-    seed_df: int = 0  # degrees of freedom of the seed part (Welch-Satterthwaite over the spreads used)
+    seed_df: float = 0.0  # degrees of freedom of the seed part (Welch-Satterthwaite over the spreads used)
     variance: str = ""  # which spreads the seed part used, in words
     seeds: int = 1  # the fewest seeds of any run in the effect (what "more seeds" would raise)
 
@@ -202,11 +202,11 @@ class Interval:
         parts = own + [(sum(w * w / n for w, n, _ in group) * group[0][2].sd ** 2, group[0][2].df)
                        for group in pools.values()]
         seed_var = sum(v for v, _ in parts)
-        df = 0
+        df = 0.0  # fractional, as Welch-Satterthwaite gives it: rounding down to 1 would turn t = 6 into t = 12.7
         if seed_var > 0:
-            df = int(seed_var**2 / sum(v * v / d for v, d in parts if d > 0 and v > 0))
+            df = seed_var**2 / sum(v * v / d for v, d in parts if d > 0 and v > 0)
         seed_se = math.sqrt(seed_var)
-        seed_part = 0.0 if seed_se == 0 else t_quantile(self.confidence, max(df, 1)) * seed_se
+        seed_part = 0.0 if seed_se == 0 else t_quantile(self.confidence, max(df, 1.0)) * seed_se
         half = math.sqrt((z_quantile(self.confidence) * eval_se) ** 2 + seed_part**2)
         return Estimate(value, half, eval_se, seed_se, self.confidence, df, describe_spreads(terms, names),
                         min((n for _, n, _ in terms), default=1))
