@@ -278,7 +278,9 @@ CLAIM_CASES = [
       for method, exp, claimed, growth, verdict in (
           ("sinusoidal", "pos_sinusoidal", "degrade", 1.0, "reproduced"),
           ("sinusoidal", "pos_sinusoidal", "degrade", -1.0, "contradicted"),
-          ("sinusoidal", "pos_sinusoidal", "degrade", 0.0, "undecided"),
+          ("sinusoidal", "pos_sinusoidal", "degrade", 0.0, "contradicted"),  # no growth: stays text-like
+          ("sinusoidal", "pos_sinusoidal", "degrade", 0.1, "contradicted"),  # within the margin, not degraded
+          ("sinusoidal", "pos_sinusoidal", "degrade", 0.26, "undecided"),
           ("RoPE", "baseline", "degrade", 1.0, "reproduced"),
           ("ALiBi", "pos_alibi", "stay text-like", 0.0, "reproduced"),
           ("ALiBi", "pos_alibi", "stay text-like", 1.0, "contradicted"),
@@ -540,3 +542,14 @@ def test_single_head_breakages_are_held_to_the_single_head():
                                                   {"attn_single_head": "attention", "attn_no_scale": "attention"})}
     assert rows["attn_no_scale"]["outcome"] == "not resolved from attn_single_head"
     assert rows["attn_single_head"]["outcome"] == "worse than the baseline"
+
+
+def test_a_contradiction_excused_by_the_budget_is_counted_apart():
+    """Learned positions barely trained (within the band of no positions): the converged claim's contradiction at 300
+    steps becomes undecided, and the finding says it was contradicted at this budget, for the totals to count."""
+    metrics = {"baseline": base(), "pos_learned": seeds(2.1), "pos_sinusoidal": seeds(2.0), "pos_none": seeds(2.11)}
+    (f,) = [f for f in claims(Evidence(metrics)) if f.claim == "Learned ≈ sinusoidal positions in distribution"]
+    assert f.verdict == "undecided" and f.contradicted_at_budget
+    metrics["pos_none"] = seeds(2.5)  # the table trained: no excuse, a plain contradiction
+    (f,) = [f for f in claims(Evidence(metrics)) if f.claim == "Learned ≈ sinusoidal positions in distribution"]
+    assert f.verdict == "contradicted" and not f.contradicted_at_budget

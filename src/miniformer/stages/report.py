@@ -395,6 +395,7 @@ def build_report(study: Study, results: Path, out: Path, data_dir: Path = DATA_D
     r = ReportInputs(study, results, RunFiles(study, results), ev, study.config(study.reference, study.seeds[0]), {},
                      text_references(data_dir))
     found = claims(ev)
+    at_budget = sum(c.contradicted_at_budget and c.counted for c in found)
     context: dict = {}
     for section in SECTIONS:
         context.update(section(r))
@@ -418,11 +419,13 @@ def build_report(study: Study, results: Path, out: Path, data_dir: Path = DATA_D
         env=environment(r.base, context["perf"]),
         references=list(REFERENCES.items()),
         verdict_totals=list(verdict_totals(found).items()),
+        contradicted_at_budget=at_budget,
         check_totals=list(verdict_totals([c for c in found if is_check(c)]).items()),
         proxy_count=sum(not c.counted for c in found),
     )
     atomic_write_text(out, html)
     write_json(results / "verdicts.json", {**verdict_totals(found), "proxy": sum(not c.counted for c in found),
+                                           "contradicted at this budget": at_budget,
                                            "still changing": sum(c.still_changing for c in found)})
     return out
 

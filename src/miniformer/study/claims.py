@@ -94,7 +94,8 @@ def what_would_decide(e: Estimate, rule: str, margin: float) -> str:
                     "only more seeds can tell")
     n = e.seeds_to_resolve(target * z / (z + POWER_Z)) if target > 0 else None
     if n is not None and n <= 1000:
-        text += f" (≈ {n} seeds per run to find an effect of {target:.3f} with 80 % power)"
+        text += (f" (≈ {n} seeds per run to find an effect of {target:.3f} with 80 % power, at this design's t: more "
+                 "seeds also lower t, so somewhat fewer may do)")
     return text
 
 
@@ -186,7 +187,7 @@ def budget_bound(judge: Judge, check: Callable[[Evidence], str]) -> Judge:
         if why:
             j.measurement += f"; {why}"
             if j.verdict == "contradicted":
-                j.verdict = "undecided"
+                j.verdict, j.contradicted_at_budget = "undecided", True
                 j.measurement = "undecided at this budget (a converged claim read at 300 steps): " + j.measurement
         return j
 
@@ -637,9 +638,12 @@ def generation_growth(method: str) -> Judge:
         e = ev.contrast(source_quantity(source), [source], [(exp, 1.0)]) if ev.has_samples([exp], source) else None
         per_bin = " / ".join(f"{b}× {_fmt(ev.m.mean(exp, f'gen_{b}x_ngram_loss'))}" for b in bins)
         margin = ev.cfg.generation_margin  # a quantity of its own: trigram loss, not the model's val loss
-        verdict = greater(e) if rule == "greater" else at_most(e, margin)
-        decide = what_would_decide(e, rule, margin) if verdict == "undecided" and e else ""
-        note = RULE_NOTES[rule].format(m=margin)
+        within = at_most(e, margin)
+        # 'degrade' is the mirror of 'stays text-like': growth beyond the margin, so no growth counts as both
+        verdict = {"reproduced": "contradicted", "contradicted": "reproduced"}.get(within, within) \
+            if rule == "greater" else within
+        decide = what_would_decide(e, "at_most", margin) if verdict == "undecided" and e else ""  # the margin decides
+        note = f" (holds if {'>' if rule == 'greater' else '≤'} {margin})"
         return Judgement(f"trigram loss (a character-soup detector) of {method}'s generations by position bin (up to "
                          f"that multiple of the block): {per_bin}; farthest − inside = {ev.text(e)}{note}{decide}",
                          verdict, {f"{method} growth": e})

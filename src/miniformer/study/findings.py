@@ -41,6 +41,9 @@ class Judgement:
     estimates: dict[str, Estimate | None] = field(default_factory=dict)
     still_changing: bool = False  # a val-loss effect that moved by more than its interval over the last curve points
     curve: tuple[str, str] | None = None  # the (a, b) runs whose val-loss effect the report follows over training
+    # undecided only because a claim about converged models was read at this budget: the interval itself contradicts
+    # it at 300 steps (claims.budget_bound); the totals count these apart, so no contradiction goes unseen
+    contradicted_at_budget: bool = False
 
 
 @dataclass(kw_only=True)
