@@ -553,3 +553,29 @@ def test_a_contradiction_excused_by_the_budget_is_counted_apart():
     metrics["pos_none"] = seeds(2.5)  # the table trained: no excuse, a plain contradiction
     (f,) = [f for f in claims(Evidence(metrics)) if f.claim == "Learned ≈ sinusoidal positions in distribution"]
     assert f.verdict == "contradicted" and not f.contradicted_at_budget
+
+
+def test_a_downstream_arm_whose_pretraining_failed_is_named():
+    """Span corruption that learned nothing probe-able (recovery no better than the constant guess) is no competitor
+    downstream: the row names it."""
+    metrics = {"baseline": base(finetune_accuracy=0.7), "obj_prefix": seeds(1.9, finetune_accuracy=0.65),
+               "obj_mlm": seeds(1.5, finetune_accuracy=0.7),
+               "obj_span": seeds(2.5, finetune_accuracy=0.59, recovery_accuracy=0.17, probe_constant_guess=0.18)}
+    (f,) = [f for f in claims(Evidence(metrics)) if f.claim.startswith("Denoising objectives beat a prefix LM")]
+    assert "failed arms (their recovery probe no better than always guessing the commonest character): span" \
+        in f.measurement
+    metrics["obj_span"] = seeds(2.0, finetune_accuracy=0.59, recovery_accuracy=0.4, probe_constant_guess=0.18)
+    (f,) = [f for f in claims(Evidence(metrics)) if f.claim.startswith("Denoising objectives beat a prefix LM")]
+    assert "failed arms" not in f.measurement
+
+
+def test_zhai_row_says_when_every_unstable_run_learned_nothing():
+    metrics, evidence = high_rate([0.5], [2.0, 2.1])
+    unstable = [k for k in metrics if k.startswith("x") and k.endswith("/lr=0.01")]
+    for run in unstable:
+        metrics[run] = seeds(3.25, attention_entropy=0.5, loss_spikes=1)  # at the unigram loss
+    (f,) = [f for f in claims(Evidence(metrics, unigram=3.26, **evidence)) if f.claim.startswith("Low attention")]
+    assert "every unstable run ended stuck at the unigram loss" in f.measurement
+    metrics, evidence = high_rate([0.5], [2.0, 2.1])
+    (f,) = [f for f in claims(Evidence(metrics, unigram=3.26, **evidence)) if f.claim.startswith("Low attention")]
+    assert "stuck at the unigram loss" not in f.measurement

@@ -524,6 +524,9 @@ def entropy_and_instability(ev: Evidence) -> Judgement:
              f"{len(unstable)} unstable of {len(unstable) + len(stable)} runs allow: {min_p:.3f})")
     if collapsed:
         text += f"; entropy below every unstable run's without instability: {', '.join(collapsed)}"
+    if all(not ev.trains(r) for r in groups["unstable"]):
+        text += ("; every unstable run ended stuck at the unigram loss: the final entropy of a run that learned "
+                 "nothing cannot show entropy collapsing before its instability, as Zhai follow it within a run")
     if min_p > alpha:
         return Judgement(f"undecided: too few unstable runs for a test at {alpha:.0%} (more runs at this rate, or "
                          f"seeds of the unstable ones, would decide); {text}", "undecided")
@@ -557,6 +560,12 @@ def denoising_downstream(ev: Evidence) -> Judgement:
     if failed:
         e.measurement += (f"; fine-tunes that stayed at chance (failed, so the seeds' spread is bimodal): "
                           f"{', '.join(failed)}")
+    # an arm whose pre-training learned nothing it can be probed for is no competitor downstream
+    unlearned = [name for name, exp in runs if (rec := ev.m.mean(exp, "recovery_accuracy")) is not None
+                 and (guess := ev.m.mean(exp, "probe_constant_guess")) is not None and rec <= guess]
+    if unlearned:
+        e.measurement += (f"; failed arms (their recovery probe no better than always guessing the commonest "
+                          f"character): {', '.join(unlearned)}")
     known = [v for v in accuracy.values() if v is not None]
     if e.verdict != "not run" and known and len(at_chance) == len(known):
         # no objective learned the task: the comparison cannot show which objective serves it better
@@ -740,8 +749,8 @@ CLAIMS: tuple[Claim, ...] = (
           "trained model"),
     Claim("Tied Q = K (symmetric scores) trains worse", "first principles", ("attn_tied_qk", "attn_single_head"),
           compare("attn_tied_qk", "attn_single_head", "greater", "tied − untied"), "direct",
-          "no published number: with k = q every score matrix is x·W_q·W_qᵀ·xᵀ, symmetric positive semi-definite, so "
-          "a token scores itself and tokens like it highest"),
+          "no published number: with k = q every score matrix is x·W_q·W_qᵀ·xᵀ, symmetric positive semi-definite: i "
+          "scores j exactly as j scores i, and no pair can score above the geometric mean of the two self-scores"),
     Claim("One head needs no separate value projection", "first principles", ("attn_no_value", "attn_single_head"),
           compare("attn_no_value", "attn_single_head", "equivalent", "no W_v − with W_v"), "direct",
           "no published number: for one head W_o·W_v is a single matrix, so dropping W_v loses no expressiveness"),

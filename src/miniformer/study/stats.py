@@ -8,7 +8,9 @@ with length). Its uncertainty has two parts, added in quadrature:
   cancels);
 - training seed: each run's own spread of the same quantity over its seeds (evaluated on the same windows, so this is
   seed variation alone) where it has three or more; otherwise the within-experiment spread of that quantity pooled
-  over every multi-seed experiment (many more degrees of freedom than one experiment's). Scaled by 1/√n per
+  over the multi-seed runs of the same training objective (more degrees of freedom than one experiment's; an MLM's
+  masked-token loss does not vary as a causal LM's does), or over every objective's where its own has no two-seed
+  run, and the estimate says which. Scaled by 1/√n per
   run and by Student's t with Welch-Satterthwaite degrees of freedom, because a spread from few seeds is itself
   uncertain. The half-width is the smallest effect the design resolves (its minimum detectable effect).
 """
