@@ -82,9 +82,9 @@ class EvalConfig:
     probe: bool = False  # run the shared recovery probe (the objectives' common measure; ~30 s for a causal model)
     probe_items: int = 640  # hidden tokens of the shared probe (one per held-out test line)
     order_windows: int = 64  # windows for the order-sensitivity probe
-    order_pairs: int = 300  # minimal pairs (two words of a held-out line swapped) for the order probe
+    order_pairs: int = 1000  # minimal pairs (two words of a held-out line swapped) for the order probe
     gen_multiples: list = field(default_factory=lambda: [1, 2, 4])  # position bins of the long generations
-    gen_samples: int = 8  # long generations per run: their spread is the interval on generation quality
+    gen_samples: int = 16  # long generations per run: their spread is the interval on generation quality
     # the long generations sample the model's own distribution (T = 1, no top-k): a sharpened sampler writes text
     # that scores *below* held-out text under the trigram, so the quality scale would not mean what it says
     temperature: float = 1.0
