@@ -579,3 +579,12 @@ def test_zhai_row_says_when_every_unstable_run_learned_nothing():
     metrics, evidence = high_rate([0.5], [2.0, 2.1])
     (f,) = [f for f in claims(Evidence(metrics, unigram=3.26, **evidence)) if f.claim.startswith("Low attention")]
     assert "stuck at the unigram loss" not in f.measurement
+
+
+def test_the_scale_claim_shows_the_same_heads_at_the_high_rate():
+    metrics, evidence = high_rate([], [0.12, 0.014])  # attn_single_head/lr=0.01 0.12, attn_no_scale/lr=0.01 0.014
+    metrics.update({"attn_single_head": seeds(2.0, attention_entropy=2.0), "attn_no_scale": seeds(2.0,
+                                                                                                attention_entropy=1.0)})
+    (f,) = [f for f in claims(Evidence(metrics, **evidence)) if f.claim.startswith("1/√d keeps softmax")]
+    assert f.verdict == "reproduced"
+    assert "at lr 0.01 the same heads read scaled 0.120, unscaled 0.014" in f.measurement

@@ -534,6 +534,25 @@ def entropy_and_instability(ev: Evidence) -> Judgement:
     return Judgement(text, verdict)
 
 
+def scale_keeps_entropy(ev: Evidence) -> Judgement:
+    """Vaswani §3.2.1 at the reference rate, with the same pair's entropies at every other rate it ran: saturation
+    also comes from the learning rate, which the reader should see beside the scale's effect."""
+    j = compare("attn_single_head", "attn_no_scale", "greater", "scaled − unscaled", "attention_entropy",
+                "attention entropy", " nats")(ev)
+    own = dict(ev.sweeps.get("attn_single_head", []))  # run -> rate; the experiment itself is at the reference rate
+    rate = own.get("attn_single_head")
+    others = sorted({lr for e in ("attn_single_head", "attn_no_scale") for _, lr in ev.sweeps.get(e, [])} - {rate})
+    for lr in others:
+        runs = {e: next((r for r, x in ev.sweeps.get(e, []) if x == lr), None) for e in ("attn_single_head",
+                                                                                       "attn_no_scale")}
+        values = {e: ev.m.mean(r, "attention_entropy") if r else None for e, r in runs.items()}
+        if None not in values.values():
+            j.measurement += (f"; judged at the reference rate — at lr {lr:g} the same heads read scaled "
+                              f"{_fmt(values['attn_single_head'])}, unscaled {_fmt(values['attn_no_scale'])} "
+                              "(the rate saturates the softmax too)")
+    return j
+
+
 def denoising_recovers(ev: Evidence) -> Judgement:
     e = compare("obj_mlm", "baseline", "greater", "MLM − causal", "recovery_accuracy", "recovery accuracy")(ev)
     e.measurement += (f" (MLM {_fmt(ev.m.mean('obj_mlm', 'recovery_accuracy'))}, causal "
@@ -680,8 +699,7 @@ CLAIMS: tuple[Claim, ...] = (
           "trend column says whether the gap is still moving)"),
     Claim("1/√d keeps softmax out of saturation (no-scale: lower entropy)", "Vaswani 2017 §3.2.1",
           ("attn_single_head", "attn_no_scale"),
-          compare("attn_single_head", "attn_no_scale", "greater", "scaled − unscaled", "attention_entropy",
-                  "attention entropy", " nats"), "direct",
+          scale_keeps_entropy, "direct",
           "an argument, no measurement: dot products grow with d_k and push the softmax to small gradients"),
     Claim("Past the training length: sinusoidal worst, RoPE degrades, ALiBi best", "Press 2022 App. T2",
           ("pos_sinusoidal", "baseline", "pos_alibi"), extrapolation_order, "paper",
