@@ -185,6 +185,9 @@ HEADS_U = {"attn_single_head": seeds(2.3), "heads_2": seeds(2.1), "heads_8": see
            "heads_32": seeds(2.4)}
 EXTRAPOLATION = {"pos_sinusoidal": seeds(2.0, loss_at_1x=2.0, loss_at_4x=4.0),
                  "pos_alibi": seeds(2.0, loss_at_1x=2.0, loss_at_4x=2.0)}
+# ALiBi flat at 2× over three seeds (growth 0, ± 0.01): its own spread, which a one-seed T5 run borrows
+ALIBI_AT_2X = {"pos_alibi": {f"seed{i}": {"val_loss": 2.0, "loss_at_1x": 2.0, "loss_at_2x": 2.0 + d}
+                             for i, d in enumerate([0.0, 0.01, -0.01])}}
 WARMUP = {"block_pre_norm_no_warmup": seeds(2.0), "block_pre_norm_long_warmup": seeds(2.0),
           "block_post_norm_long_warmup": seeds(2.0), "block_post_norm_no_warmup": seeds(2.5)}
 
@@ -196,6 +199,13 @@ CLAIM_CASES = [
     ("Head count has a U-shape at fixed width", {k: v for k, v in HEADS_U.items() if k != "heads_32"}, "not run"),
     ("Past the training length: sinusoidal worst, RoPE degrades, ALiBi best", EXTRAPOLATION, "reproduced"),
     ("ALiBi stays flat past the training length", EXTRAPOLATION, "reproduced"),
+    ("T5 bias extrapolates nearly as well as ALiBi at 2×",
+     {**ALIBI_AT_2X, "pos_t5": seeds(2.0, loss_at_1x=2.0, loss_at_2x=2.01)}, "reproduced"),
+    ("T5 bias extrapolates nearly as well as ALiBi at 2×",
+     {**ALIBI_AT_2X, "pos_t5": seeds(2.0, loss_at_1x=2.0, loss_at_2x=2.3)}, "contradicted"),
+    ("T5 bias extrapolates nearly as well as ALiBi at 2×",
+     {**ALIBI_AT_2X, "pos_t5": seeds(2.0, loss_at_1x=2.0, loss_at_2x=2.05)}, "undecided"),
+    ("T5 bias extrapolates nearly as well as ALiBi at 2×", {"pos_t5": seeds(2.0, loss_at_2x=2.05)}, "not run"),
     ("Post-norm needs warm-up; pre-norm trains without", WARMUP, "reproduced"),
     ("RMSNorm ≈ LayerNorm", {"block_rmsnorm": seeds(2.0)}, "reproduced"),
     ("Head count has a U-shape at fixed width", {}, "not run"),
