@@ -222,8 +222,7 @@ def still_opening(*pairs: tuple[str, str]) -> Callable[[Evidence], str]:
 
 
 # Press's Table 2 evaluates a model trained at L = 512 at 1012 and 2512 tokens (≈ 2× and 4.9× L): the claims judge at
-# the evaluated multiples nearest those, 2× and 4×. 8× is left out: there a character model's sinusoidal loss has hit
-# the unigram ceiling and can no longer grow.
+# the evaluated multiples nearest those, 2× and 4×. 8× lies beyond every length Press judge: shown, not judged.
 PRESS_MULTIPLES = (2, 4)
 
 
@@ -351,7 +350,8 @@ def order_without_positions(ev: Evidence) -> Judgement:
     bigram_share = _fmt(ev.m.mean("pos_none", "order_preference_bigram"))
     bigram = "" if floor_run is None else f" (the character bigram {bigram_share})"
     return Judgement(f"true order preferred on minimal pairs, each line read whole after its line break: causal "
-                     f"NoPE {nope}; the floor, the highest a model that learned nothing reaches, read the same way: "
+                     f"NoPE {nope}; the floor — what one character of context already gives, or a run that learned "
+                     f"nothing if it prefers more — read the same way: "
                      f"{floor_name} {_fmt(floor)}{bigram}; NoPE − floor = {ev.text(causal)}; MLM NoPE − 50 % "
                      f"{mlm_text}",
                      all_of([greater(causal), mlm_verdict if mlm is not None else "not run"]),
@@ -591,8 +591,8 @@ def denoising_downstream(ev: Evidence) -> Judgement:
               if isinstance(r.get("finetune_accuracy"), float)
               and abs(r["finetune_accuracy"] - 0.5) <= ev.cfg.chance_margin]
     if failed:
-        e.measurement += (f"; fine-tunes that stayed at chance (failed, so the seeds' spread is bimodal): "
-                          f"{', '.join(failed)}")
+        e.measurement += (f"; fine-tunes that stayed at chance (where an arm has several seeds, such a failure makes "
+                          f"its spread bimodal): {', '.join(failed)}")
     # an arm whose pre-training learned nothing it can be probed for is no competitor downstream
     unlearned = [name for name, exp in runs if (rec := ev.m.mean(exp, "recovery_accuracy")) is not None
                  and (guess := ev.m.mean(exp, "probe_constant_guess")) is not None and rec <= guess]
