@@ -19,8 +19,24 @@ import seaborn as sns  # noqa: E402
 # Latin text keeps DejaVu Sans and CJK text (我打你) takes a CJK font — the Debian package fonts-wqy-microhei (or Noto
 # CJK), which `make venv` asks for and CI installs. Without one, CJK labels draw as empty boxes and matplotlib warns.
 CJK_FONTS = ["WenQuanYi Micro Hei", "Noto Sans CJK SC", "Noto Sans CJK JP", "Source Han Sans SC"]
-_installed = {f.name for f in matplotlib.font_manager.fontManager.ttflist}
-matplotlib.rcParams["font.family"] = ["DejaVu Sans", *(f for f in CJK_FONTS if f in _installed)]
+CJK_FILES = ("wqy", "notosanscjk", "noto-cjk", "sourcehansans")  # how those fonts' files are named on disk
+
+
+def installed_fonts() -> set[str]:
+    """The font names matplotlib can use. Its font list is cached on first use, so a CJK font installed after that
+    (`apt-get install fonts-wqy-microhei` once a plot was drawn) is missing from it: such files are added from disk."""
+    manager = matplotlib.font_manager.fontManager
+    if not {f.name for f in manager.ttflist} & set(CJK_FONTS):
+        for path in matplotlib.font_manager.findSystemFonts():
+            if any(k in path.lower().replace(" ", "") for k in CJK_FILES):
+                try:
+                    manager.addfont(path)
+                except (OSError, RuntimeError, ValueError):  # a file FreeType cannot read: the boxes stay
+                    continue
+    return {f.name for f in manager.ttflist}
+
+
+matplotlib.rcParams["font.family"] = ["DejaVu Sans", *(f for f in CJK_FONTS if f in installed_fonts())]
 
 
 # One colour per method in every figure: a name keeps its colour across figures (the report registers each position
