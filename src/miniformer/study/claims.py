@@ -274,12 +274,12 @@ def alibi_flat(ev: Evidence) -> Judgement:
 def t5_like_alibi(ev: Evidence) -> Judgement:
     """Press 2022: T5's bucketed bias grows past the training length about as little as ALiBi at 1012 tokens (2×);
     further out it falls behind in Press's own table, which the row shows and does not judge."""
-    if 2 not in _press_lengths(ev, ("pos_t5", "pos_alibi")):
+    lengths = _press_lengths(ev, ("pos_t5", "pos_alibi"))
+    if 2 not in lengths:
         return Judgement("no loss at 2× block_size for both runs", "not run")
     gap = ev.growth("pos_t5", "pos_alibi", 2)
     further = "; ".join(f"at {m}×: T5 {_fmt(ev.scalar_growth('pos_t5', m))}, ALiBi "
-                        f"{_fmt(ev.scalar_growth('pos_alibi', m))}" for m in _press_lengths(ev, ("pos_t5", "pos_alibi"))
-                        if m > 2)
+                        f"{_fmt(ev.scalar_growth('pos_alibi', m))}" for m in lengths if m > 2)
     return Judgement(f"T5 − ALiBi loss growth at 2× = {ev.text(gap)} (holds if ≤ {ev.cfg.equivalence_margin})"
                      + (f"; further out, not judged (Press find T5 behind there too): {further}" if further else ""),
                      at_most(gap, ev.cfg.equivalence_margin), {"T5 − ALiBi growth at 2×": gap})
