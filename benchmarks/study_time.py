@@ -32,7 +32,7 @@ def outside_step_loop(project: Path, recs: list[dict]) -> list[float]:
     for r in recs:
         perf = project / Path(r["output"]).parent / "perf.json"
         if r["rule"] == "train" and perf.exists():
-            out.append(r["endtime"] - r["starttime"] - json.loads(perf.read_text())["train_seconds_this_process"])
+            out.append(r["endtime"] - r["starttime"] - json.loads(perf.read_text())["train_seconds"])
     return out
 
 

@@ -34,7 +34,7 @@ def run(root: Path, *args: str) -> int:
 def test_a_flag_a_command_would_ignore_is_refused(trained, capsys):
     assert run(trained, "generate", "baseline", "--params", "other.yaml") == 2
     assert "unrecognized arguments: --params other.yaml" in capsys.readouterr().err
-    for command, flag in (("prepare", "--results"), ("aggregate", "--data"), ("runs", "--profile"), ("list", "--data")):
+    for command, flag in (("prepare", "--results"), ("init-probe", "--data"), ("runs", "--profile"), ("list", "--data")):
         assert main([command, flag, "x"]) == 2, command
         assert f"unrecognized arguments: {flag} x" in capsys.readouterr().err
 
@@ -231,7 +231,8 @@ def test_export_round_trips_the_logits_bit_for_bit(trained, tmp_path, monkeypatc
 
     out = tmp_path / "handed-on"
     assert run(trained, "export", "baseline", str(out)) == 0
-    assert sorted(p.name for p in out.iterdir()) == ["README.md", "config.json", "model.safetensors", "tokenizer.json"]
+    assert sorted(p.name for p in out.iterdir()) == ["README.md", "config.json", "model.safetensors", "provenance.json",
+                                                     "tokenizer.json"]
     card = (out / "README.md").read_text()
     assert "parameters" in card and "miniformer.load" in card and "rope" in card
     monkeypatch.chdir(tmp_path)  # nothing of the study tree is needed from here on

@@ -71,7 +71,7 @@ RUN_FLAGS = ("results", "data")  # what the commands that use a trained run read
 # The study-wide flags each command reads; it is offered no other, so a flag that would do nothing is refused.
 COMMAND_FLAGS: dict[str, tuple[str, ...]] = {
     "prepare": ("params", "profile"), "train": STUDY_FLAGS, "evaluate": STUDY_FLAGS, "run-experiment": STUDY_FLAGS,
-    "aggregate": ("params", "profile", "results"), "init-probe": ("params", "profile", "results"),
+    "aggregate": STUDY_FLAGS, "init-probe": ("params", "profile", "results"),
     "report": STUDY_FLAGS, "dvc-record": ("params", "profile"),
     "crosscheck": STUDY_FLAGS, "list": ("params", "profile"), "settle-times": (), "runs": ("results",),
     "generate": RUN_FLAGS, "score": RUN_FLAGS, "export": RUN_FLAGS, "attention": RUN_FLAGS,
@@ -158,7 +158,7 @@ def cmd_init_probe(args) -> None:
 def cmd_aggregate(args) -> None:
     from miniformer.stages.aggregate import aggregate
 
-    aggregate(_study(args), Path(args.results))
+    aggregate(_study(args), Path(args.results), Path(args.data))
 
 
 def cmd_report(args) -> None:
@@ -225,11 +225,10 @@ def cmd_export(args) -> None:
     results = Path(args.results)
     path = explore.resolve_run(args.run, results, args.seed)
     meta = read_json(Path(args.data) / "meta.json", "run `miniformer prepare` (or pass --data)")
-    windows = None
+    evaluated = None  # the run's evaluation folder, when the run lives in a study tree
     if (path / "ckpt.pt").exists() and path.is_relative_to(results / "runs"):
-        ev = eval_dir(results, run_name(results, path), seed_of(path)) / "windows.json"
-        windows = read_json(ev, "re-run `miniformer evaluate`") if ev.exists() else None
-    out = export_run(path, meta, windows, Path(args.dir), f"{args.run}")
+        evaluated = eval_dir(results, run_name(results, path), seed_of(path))
+    out = export_run(path, meta, evaluated, Path(args.dir), f"{args.run}")
     print(f"exported {path} to {out}/ (load it with miniformer.load({str(out)!r}))")
 
 

@@ -46,6 +46,10 @@ def run_name(results: Path, folder: Path) -> str:
 def seed_of(folder: Path) -> int:
     return int(Path(folder).name.removeprefix("seed"))
 
+# What aggregate writes under results/ and the report reads, and the sealed file that records their digests and what
+# made every run's numbers (the report refuses an aggregate edited or mixed since).
+AGGREGATES = ("metrics.json", "headline.json", "windows.json", "perf.json")
+PROVENANCE = "provenance.json"
 INIT_FILE = "init_uniformity.json"  # under results/: token uniformity against depth at init (stages/init_probe.py)
 # What a missing or unreadable result file asks the user to do.
 STAGES_FIRST = "run its train/evaluate stage first (snakemake or dvc repro)"

@@ -8,6 +8,7 @@ rule aggregate:
         expand("results/runs/{run[0]}/seed{run[1]}/log.tsv", run=RUNS),
         expand("results/runs/{run[0]}/seed{run[1]}/perf.json", run=RUNS),
         f"{SIGNATURES}/study.json",
+        "data/prepared/meta.json",  # every run's numbers are checked against the prepared data's content hash
     output:
         metrics="results/metrics.json",
         headline="results/headline.json",
@@ -15,6 +16,7 @@ rule aggregate:
         table=report("results/tables/runs.csv", caption="../report/runs_table.rst", category="Tables"),
         plots=directory("results/plots"),
         perf="results/perf.json",
+        provenance="results/provenance.json",
     log:
         "results/logs/aggregate.log",
     shell:

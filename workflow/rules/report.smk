@@ -4,6 +4,7 @@ rule report:
         rules.aggregate.output.metrics,
         rules.aggregate.output.windows,
         rules.aggregate.output.perf,  # the throughput figure and table
+        rules.aggregate.output.provenance,
         rules.init_probe.output,  # uniformity against depth at init
         f"{SIGNATURES}/study.json",
         f"{SIGNATURES}/findings.json",

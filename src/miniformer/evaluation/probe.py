@@ -15,7 +15,7 @@ from miniformer.evaluation.subject import Measured, Subject
 
 def probe_items(s: Subject) -> list[tuple[list[int], int]]:
     """Held-out lines, each with one hidden position: the same items for every run."""
-    lines = [ln[: s.T - 4] for ln in s.held_out_lines]  # cut to fit a tiny model's block
+    lines = [ln[: max(0, s.T - 4)] for ln in s.held_out_lines]  # cut to fit a tiny model's block
     rng = random.Random(0)
     rng.shuffle(lines)
     out = []

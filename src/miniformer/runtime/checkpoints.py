@@ -14,16 +14,23 @@ import torch
 from miniformer.errors import UserError
 from miniformer.network.model import MiniFormer, ModelConfig
 from miniformer.params import RunConfig
-from miniformer.runtime.codehash import TRAINING_CODE, code_hash
+from miniformer.runtime.codehash import EVALUATION_CODE, TRAINING_CODE, code_hash
+from miniformer.runtime.provenance import combine
 
 CHECKPOINT = "ckpt.pt"
 
 
-def fingerprint(run: RunConfig) -> str:
-    """Hash of everything that shapes the trained weights: the config and the training code. A checkpoint records
-    it; resuming or evaluating a checkpoint of another config or other model/training code is refused."""
-    shaping = {**run.shaping(), "code": code_hash(TRAINING_CODE)}
+def fingerprint(run: RunConfig, data_hash: str) -> str:
+    """Hash of everything that shapes the trained weights: the config, the training code and the prepared data's
+    content (runtime/tokendata.py). A checkpoint records it; resuming or evaluating a checkpoint of another config,
+    other model/training code or other data is refused, and every file derived from it carries it."""
+    shaping = {**run.shaping(), "code": code_hash(TRAINING_CODE), "data_content": data_hash}
     return hashlib.sha256(json.dumps(shaping, sort_keys=True).encode()).hexdigest()[:16]
+
+
+def evaluation_fingerprint(training: str, run: RunConfig) -> str:
+    """What made an evaluation: the training evaluated, the eval params and the evaluation code."""
+    return combine(training, run.to_dict()["eval"], code_hash(EVALUATION_CODE))
 
 
 def read_checkpoint(path: Path, device: torch.device | str, remedy: str) -> dict:
@@ -50,13 +57,22 @@ def training_finished(ckpt: dict, steps: int) -> bool:
     return ckpt.get("divergence") not in (None, "null") or ckpt.get("step", 0) >= steps
 
 
-def check_finished_training(ckpt: dict, run: RunConfig, run_dir: Path) -> None:
+def unfinished_note(ckpt: dict, config: dict, name: str) -> str | None:
+    """One line for commands that may use a checkpoint mid-training (generate, score, attention), or None."""
+    steps = config["train"]["steps"]
+    if training_finished(ckpt, steps):
+        return None
+    return (f"note: {name}'s checkpoint stopped at step {ckpt.get('step')} of {steps} (training unfinished): what "
+            "follows is from that checkpoint, not the finished run")
+
+
+def check_finished_training(ckpt: dict, run: RunConfig, run_dir: Path, data_hash: str) -> None:
     """Use only a finished training of the config asked for: a half-trained checkpoint, or one of another config left
     beside old outputs, would give a plausible number with nothing to say it is wrong."""
     name, command = f"{run.experiment}/seed{run.seed}", f"`miniformer train {run.experiment} --seed {run.seed}`"
-    if ckpt.get("fingerprint") != fingerprint(run):
-        raise UserError(f"run {name}: the checkpoint in {str(run_dir)!r} was trained with another config or training "
-                        f"code than params.yaml gives this run; re-train it ({command}), then evaluate")
+    if ckpt.get("fingerprint") != fingerprint(run, data_hash):
+        raise UserError(f"run {name}: the checkpoint in {str(run_dir)!r} was trained with another config, training "
+                        f"code or prepared data than this run now has; re-train it ({command}), then evaluate")
     if not training_finished(ckpt, run.train.steps):
         raise UserError(f"run {name}: its checkpoint stopped at step {ckpt.get('step')} of {run.train.steps} "
                         f"(training did not finish); finish it ({command}), then evaluate")

@@ -10,36 +10,62 @@ from pathlib import Path
 import pandas as pd
 
 from miniformer.errors import UserError
-from miniformer.layout import STAGES_FIRST, eval_dir, loss_at_key, past_block_key, run_dir, seed_folder
+from miniformer.layout import (
+    AGGREGATES,
+    DATA_DIR,
+    PROVENANCE,
+    STAGES_FIRST,
+    eval_dir,
+    loss_at_key,
+    past_block_key,
+    run_dir,
+    seed_folder,
+)
 from miniformer.params import Study
 from miniformer.runtime import files
+from miniformer.runtime.checkpoints import evaluation_fingerprint, fingerprint
 from miniformer.runtime.files import atomic_write_text, write_json
+from miniformer.runtime.provenance import CHECKSUM, check_digest, digests, read_sealed_json, write_sealed_json
+from miniformer.runtime.tokendata import data_hash_of
 
 
 def read_json(path: Path, remedy: str = STAGES_FIRST) -> dict:
     return files.read_json(path, remedy)
 
 
-def finished_run(study: Study, results: Path, exp: str, seed: int) -> tuple[dict, dict]:
+def finished_run(study: Study, results: Path, exp: str, seed: int, data_hash: str) -> tuple[dict, dict]:
     """A run's train metrics and eval.json, refused unless they describe one finished training of the config
-    params.yaml asks for: the training reached its last step (or diverged, a result), the evaluation read that
-    training's checkpoint, and both were made from this config."""
+    params.yaml asks for, on the prepared data there now: the training reached its last step (or diverged, a result),
+    both files are as they were written (sealed), the evaluation read that training's checkpoint under today's eval
+    params and evaluation code, and every file evaluate wrote beside eval.json is the one eval.json records."""
     name = f"{exp} --seed {seed}"
-    train = read_json(run_dir(results, exp, seed) / "metrics.json",
-                      f"train the run first (`miniformer train {name}`)")
-    ev = read_json(eval_dir(results, exp, seed) / "eval.json",
-                   f"re-run `miniformer evaluate {name}`, which rewrites it")
-    expected = study.config(exp, seed).config_fingerprint()
-    if train.get("config_fingerprint") != expected:
+    retrain, reevaluate = f"train the run first (`miniformer train {name}`)", f"re-run `miniformer evaluate {name}`"
+    run_folder, eval_folder = run_dir(results, exp, seed), eval_dir(results, exp, seed)
+    train = read_sealed_json(run_folder / "metrics.json", retrain)
+    ev = read_sealed_json(eval_folder / "eval.json", f"{reevaluate}, which rewrites it")
+    config = study.config(exp, seed)
+    if train.get("config_fingerprint") != config.config_fingerprint():
         raise UserError(f"run {exp}/{seed_folder(seed)} was trained with other params than params.yaml now gives it; "
                         f"re-train it (`miniformer train {name}`), then evaluate it")
+    if train.get("data_content") != data_hash:
+        raise UserError(f"run {exp}/{seed_folder(seed)} was trained on other prepared data than data/prepared holds "
+                        f"now (the corpus changed); re-train it (`miniformer train {name}`), then evaluate it")
     if not train.get("diverged") and train.get("steps_done") != train.get("steps_planned"):
         raise UserError(f"run {exp}/{seed_folder(seed)} stopped at step {train.get('steps_done')} of "
                         f"{train.get('steps_planned')}; finish it (`miniformer train {name}`), then evaluate it")
+    if train.get("fingerprint") != fingerprint(config, data_hash):
+        raise UserError(f"run {exp}/{seed_folder(seed)} was trained by other training code than this checkout's; "
+                        f"re-train it (`miniformer train {name}`), then evaluate it")
+    for written_before in train.get("files", {}):
+        check_digest(run_folder, written_before, train["files"], str(run_folder / "metrics.json"), retrain)
     if ev.get("fingerprint") != train.get("fingerprint"):
-        raise UserError(f"{str(eval_dir(results, exp, seed) / 'eval.json')!r} evaluates another training of run "
-                        f"{exp}/{seed_folder(seed)} than the one in {str(run_dir(results, exp, seed))!r}; re-run "
-                        f"`miniformer evaluate {name}`")
+        raise UserError(f"{str(eval_folder / 'eval.json')!r} evaluates another training of run "
+                        f"{exp}/{seed_folder(seed)} than the one in {str(run_folder)!r}; {reevaluate}")
+    if ev.get("evaluation") != evaluation_fingerprint(train["fingerprint"], config):
+        raise UserError(f"{str(eval_folder / 'eval.json')!r} was made under other eval params or evaluation code "
+                        f"than this run now has; {reevaluate}")
+    for written_before in ev.get("files", {}):
+        check_digest(eval_folder, written_before, ev["files"], str(eval_folder / "eval.json"), reevaluate)
     return train, ev
 
 
@@ -89,10 +115,10 @@ def _mean(xs: list[float]) -> float | None:
 
 def run_samples(results: Path, exp: str, seed: int) -> dict:
     """What the report's intervals resample: per-window val losses, per-item probe outcomes, the val curve."""
-    out = read_json(eval_dir(results, exp, seed) / "windows.json")
+    out = read_json(eval_dir(results, exp, seed) / "windows.json")  # its digest was checked against eval.json
     curve = run_dir(results, exp, seed) / "curve.json"
     if curve.exists():
-        points = read_json(curve, f"re-train the run (`miniformer train {exp} --seed {seed}`)")["points"]
+        points = read_sealed_json(curve, f"re-train the run (`miniformer train {exp} --seed {seed}`)")["points"]
         out["curve"] = {"steps": [p["step"] for p in points], "windows": [p["windows"] for p in points]}
     return out
 
@@ -137,12 +163,15 @@ def write_plot_series(study: Study, results: Path) -> None:
             atomic_write_text(folder / f"{group}.csv", table.to_csv(index=False))
 
 
-def aggregate(study: Study, results: Path) -> dict:
+def aggregate(study: Study, results: Path, data_dir: Path = DATA_DIR) -> dict:
+    data_hash = data_hash_of(data_dir)
     nested: dict[str, dict] = {}
     samples: dict[str, dict] = {}
-    rows, perf = [], {}
+    rows, perf, provenance = [], {}, {}
     for exp, seed in study.runs():
-        train, ev = finished_run(study, results, exp, seed)
+        train, ev = finished_run(study, results, exp, seed, data_hash)
+        provenance[f"{exp}/{seed_folder(seed)}"] = {"training": train["fingerprint"], "evaluation": ev["evaluation"],
+                                                    "eval_files": ev.get("files", {})}
         scalars = run_scalars(train, ev)
         nested.setdefault(exp, {})[seed_folder(seed)] = scalars
         samples.setdefault(exp, {})[seed_folder(seed)] = run_samples(results, exp, seed)
@@ -150,7 +179,7 @@ def aggregate(study: Study, results: Path) -> dict:
         rows.append({"experiment": exp, "group": cfg.group, "seed": seed, **scalars})
         perf_path = run_dir(results, exp, seed) / "perf.json"
         if perf_path.exists():
-            perf[f"{exp}/{seed_folder(seed)}"] = read_json(perf_path, f"re-train the run ({exp} --seed {seed})")
+            perf[f"{exp}/{seed_folder(seed)}"] = run_perf(perf_path, train["fingerprint"], f"{exp} --seed {seed}")
     write_json(results / "metrics.json", nested)
     write_json(results / "headline.json", headline(nested, study.reference))
     write_json(results / "windows.json", samples)
@@ -158,4 +187,16 @@ def aggregate(study: Study, results: Path) -> dict:
     write_plot_series(study, results)
     (results / "tables").mkdir(parents=True, exist_ok=True)
     atomic_write_text(results / "tables" / "runs.csv", pd.DataFrame(rows).to_csv(index=False))
+    # last, sealed: what made every run's numbers, and the digests of the aggregates the report reads
+    write_sealed_json(results / PROVENANCE, {"data_content": data_hash, "runs": provenance,
+                                             "files": digests(results, AGGREGATES)})
     return nested
+
+
+def run_perf(path: Path, training: str, name: str) -> dict:
+    """A run's timings, only if they belong to the training aggregated (they are rewritten with it)."""
+    p = read_sealed_json(path, f"re-train the run (`miniformer train {name}`)")
+    if p.get("fingerprint") != training:
+        raise UserError(f"{str(path)!r} times another training than the run's metrics.json; re-train the run "
+                        f"(`miniformer train {name}`)")
+    return {k: v for k, v in p.items() if k not in ("fingerprint", CHECKSUM)}

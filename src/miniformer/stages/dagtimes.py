@@ -13,10 +13,10 @@ import os
 import time
 from pathlib import Path
 
-from miniformer.layout import DATA_DIR, INIT_FILE, RESULTS
+from miniformer.layout import AGGREGATES as AGGREGATE_FILES
+from miniformer.layout import DATA_DIR, INIT_FILE, PROVENANCE, RESULTS
 
-AGGREGATES = ("metrics.json", "headline.json", "windows.json", "perf.json", INIT_FILE, "verdicts.json", "tables",
-              "plots")
+AGGREGATES = (*AGGREGATE_FILES, PROVENANCE, INIT_FILE, "verdicts.json", "tables", "plots")
 
 
 def dag_levels(root: Path) -> list[list[Path]]:

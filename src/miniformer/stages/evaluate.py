@@ -11,10 +11,11 @@ import torch
 from miniformer.evaluation.probes import PROBES
 from miniformer.evaluation.subject import Subject
 from miniformer.params import RunConfig
-from miniformer.runtime.checkpoints import check_finished_training, load_run_model
+from miniformer.runtime.checkpoints import check_finished_training, evaluation_fingerprint, load_run_model
 from miniformer.runtime.devices import pick_device
 from miniformer.runtime.files import write_json
 from miniformer.runtime.memory import check_fits, evaluation_bytes
+from miniformer.runtime.provenance import digests, write_sealed_json
 from miniformer.runtime.tokendata import TokenData, check_same_tokenizer
 
 
@@ -26,7 +27,7 @@ def load_subject(run: RunConfig, run_dir: Path, data_dir: Path) -> tuple[Subject
     check_fits(evaluation_bytes(run.model, run.eval.length_multiples, 0), device,
                f"evaluating {run.experiment}/seed{run.seed}", "lower eval.length_multiples or model.block_size")
     model, _, ckpt = load_run_model(run_dir, device)
-    check_finished_training(ckpt, run, run_dir)
+    check_finished_training(ckpt, run, run_dir, data.data_hash)
     check_same_tokenizer(ckpt, data.meta, str(run_dir), str(data_dir), "re-train it after `miniformer prepare`")
     return Subject(run, model, data, device), ckpt
 
@@ -35,6 +36,7 @@ def evaluate(run: RunConfig, run_dir: Path, out_dir: Path, data_dir: Path) -> di
     subject, ckpt = load_subject(run, run_dir, data_dir)
     result = {
         "fingerprint": ckpt.get("fingerprint"),  # the training evaluated (aggregate checks it)
+        "evaluation": evaluation_fingerprint(ckpt["fingerprint"], run),  # + eval params + evaluation code
         "objective": subject.objective.name,
         "diverged": bool(ckpt.get("divergence")) and json.loads(ckpt["divergence"]) is not None,
     }
@@ -47,5 +49,8 @@ def evaluate(run: RunConfig, run_dir: Path, out_dir: Path, data_dir: Path) -> di
     for name, content in files.items():
         write_json(Path(out_dir) / name, content)
     write_json(Path(out_dir) / "windows.json", samples)
-    write_json(Path(out_dir) / "eval.json", result)  # last: its presence marks a complete evaluation
+    # last, sealed, with the digests of the files written before it: a kill between the writes (or an edit) leaves
+    # a windows.json that eval.json does not vouch for, and aggregate refuses the mix
+    result["files"] = digests(out_dir, sorted([*files, "windows.json"]))
+    write_sealed_json(Path(out_dir) / "eval.json", result)
     return result

@@ -16,8 +16,9 @@ from miniformer.layout import DATA_DIR, eval_dir, run_name, seed_of, trained_run
 from miniformer.network.model import MiniFormer
 from miniformer.network.objectives import Objective, Specials, objective_named
 from miniformer.network.positions import POSITIONS
-from miniformer.runtime.checkpoints import load_run_model
+from miniformer.runtime.checkpoints import load_run_model, unfinished_note
 from miniformer.runtime.devices import pick_device
+from miniformer.runtime.provenance import read_sealed_json
 from miniformer.runtime.tokendata import check_same_tokenizer
 from miniformer.tokenizer import tokenizer_from_json
 
@@ -36,30 +37,50 @@ class LoadedRun:
 
 
 def list_runs(results: Path) -> list[str]:
+    """One line per trained run. The val loss shown is the evaluation of *this* training only: an evaluation of an
+    earlier training, an edited file or a missing one shows why there is no number instead of a number."""
     if not Path(results).is_dir():
         raise UserError(f"no results folder at {str(results)!r}; run the study first, or pass --results")
     runs = trained_runs(results)
     width = max([len("experiment"), *(len(run_name(results, r)) for r in runs)])
     lines = [f"{'experiment':{width}} {'seed':>4} {'steps':>6} {'val loss':>9}  path"]
+    notes: list[str] = []
     for run in runs:
         name, seed = run_name(results, run), seed_of(run)
-        m = _json_or_empty(run / "metrics.json")
-        ev = _json_or_empty(eval_dir(results, name, seed) / "eval.json")
-        val = ev.get("val_loss", m.get("final_val_loss_estimate"))
-        steps = m.get("steps_done", "…")
-        lines.append(f"{name:{width}} {seed:>4} {steps!s:>6} {'n/a' if val is None else f'{val:.4f}':>9}  {run}")
+        m = _sealed_or_none(run / "metrics.json")
+        steps = "…" if m is None else m.get("steps_done", "…")
+        val, why = evaluated_val(m, eval_dir(results, name, seed) / "eval.json")
+        shown = f"{val:.4f}" if val is not None else "—"
+        lines.append(f"{name:{width}} {seed:>4} {steps!s:>6} {shown:>9}  {run}" + (f"  ({why})" if why else ""))
+        if why:
+            notes.append(why)
     if len(lines) == 1:
         lines.append(f"(no trained runs under {results}/runs; run the study first)")
+    if notes:
+        lines.append("— : no val loss of this training (`miniformer evaluate EXPERIMENT --seed K` makes one)")
     return lines
 
 
-def _json_or_empty(path: Path) -> dict:
-    """A listing shows what it can: a missing or unreadable file is an empty entry, not a crash of the whole list."""
+def evaluated_val(metrics: dict | None, eval_path: Path) -> tuple[float | None, str | None]:
+    """(val loss, None) when eval.json evaluates the training metrics.json describes; else (None, the reason)."""
+    if metrics is None:
+        return None, "training unfinished, or its metrics.json is unreadable or edited"
+    if not eval_path.exists():
+        return None, "not evaluated"
+    ev = _sealed_or_none(eval_path)
+    if ev is None:
+        return None, "eval.json unreadable or edited since it was written"
+    if ev.get("fingerprint") != metrics.get("fingerprint"):
+        return None, "eval.json evaluates an earlier training"
+    return ev.get("val_loss"), None
+
+
+def _sealed_or_none(path: Path) -> dict | None:
+    """A listing shows what it can: a missing, unreadable or edited file is no entry, not a crash of the whole list."""
     try:
-        data = json.loads(path.read_text(encoding="utf-8"))
-    except (OSError, UnicodeDecodeError, json.JSONDecodeError):
-        return {}
-    return data if isinstance(data, dict) else {}
+        return read_sealed_json(path, "")
+    except UserError:
+        return None
 
 
 def resolve_run(spec: str, results: Path, seed: int | None) -> Path:
@@ -87,6 +108,9 @@ def load(spec: str, results: Path, seed: int | None = None, data_dir: Path | Non
          device: str = "cpu") -> LoadedRun:
     path = resolve_run(spec, results, seed)
     model, config, ckpt = load_run_model(path, pick_device(device))
+    note = unfinished_note(ckpt, config, spec)
+    if note:  # generate, score and attention may use a checkpoint mid-training, but never without saying so
+        print(note, file=sys.stderr)
     meta_path = Path(data_dir or DATA_DIR) / "meta.json"
     if not meta_path.exists():
         raise UserError(f"no tokenizer at {str(meta_path)!r}; run `miniformer prepare` (or pass --data)")

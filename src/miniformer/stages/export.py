@@ -2,7 +2,9 @@
 
 The folder holds the weights (safetensors: plain tensors, no pickled code, no optimizer state), the model config,
 the tokenizer, and a model card (README.md). ``miniformer.load(DIR)`` gives back a model and tokenizer that generate
-and score exactly as the run's checkpoint does.
+and score exactly as the run's checkpoint does. provenance.json records the training's fingerprint and a digest of
+each file load reads, so an edited config (another head count, another position method) or tokenizer is refused
+rather than loaded into other numbers.
 """
 
 from __future__ import annotations
@@ -18,9 +20,12 @@ from miniformer.errors import UserError
 from miniformer.network.flops import count_params
 from miniformer.network.model import MiniFormer, ModelConfig
 from miniformer.runtime.files import atomic_write_text
+from miniformer.runtime.provenance import check_digest, digests, read_sealed_json, write_sealed_json
 from miniformer.tokenizer import tokenizer_from_json
 
 WEIGHTS, CONFIG, TOKENIZER, CARD = "model.safetensors", "config.json", "tokenizer.json", "README.md"
+PROVENANCE = "provenance.json"
+CHECKED = (WEIGHTS, CONFIG, TOKENIZER)  # what load reads (the card is prose a user may edit for the Hub)
 
 
 def _commit() -> str:
@@ -76,12 +81,28 @@ Files: `{WEIGHTS}` (weights, safetensors), `{CONFIG}` (model config and training
 """
 
 
-def export_run(run_path: Path, meta: dict, windows: dict | None, out: Path, name: str) -> Path:
+def evaluation_windows(eval_folder: Path | None, ckpt: dict) -> dict | None:
+    """The run's per-window val losses, only from an evaluation of this very checkpoint (an evaluation of an earlier
+    training, an edited eval.json or a windows.json eval.json does not vouch for gives no number on the card)."""
+    if eval_folder is None or not (eval_folder / "eval.json").exists():
+        return None
+    try:
+        ev = read_sealed_json(eval_folder / "eval.json", "")
+        if ev.get("fingerprint") != ckpt.get("fingerprint"):
+            return None
+        check_digest(eval_folder, "windows.json", ev.get("files", {}), "eval.json", "")
+        return json.loads((eval_folder / "windows.json").read_text(encoding="utf-8"))
+    except (UserError, OSError, json.JSONDecodeError):
+        return None
+
+
+def export_run(run_path: Path, meta: dict, eval_folder: Path | None, out: Path, name: str) -> Path:
     from safetensors.torch import save_model
 
     from miniformer.runtime.checkpoints import load_run_model, training_finished
 
     model, config, ckpt = load_run_model(run_path, torch.device("cpu"))
+    windows = evaluation_windows(eval_folder, ckpt)
     if not training_finished(ckpt, config["train"]["steps"]):
         raise UserError(f"run {name} stopped at step {ckpt.get('step')} of {config['train']['steps']}; finish its "
                         "training before exporting it")
@@ -90,12 +111,17 @@ def export_run(run_path: Path, meta: dict, windows: dict | None, out: Path, name
     out = Path(out)
     if out.exists() and any(out.iterdir()):
         raise UserError(f"{str(out)!r} is not empty; export into a new folder")
-    out.mkdir(parents=True, exist_ok=True)
-    save_model(model, str(out / WEIGHTS))  # tied embedding and head: stored once
+    try:
+        out.mkdir(parents=True, exist_ok=True)
+        save_model(model, str(out / WEIGHTS))  # tied embedding and head: stored once
+    except Exception as e:  # noqa: BLE001 - OSError, or safetensors' own error for the same unwritable file
+        raise UserError(f"cannot write the export into {str(out)!r} ({getattr(e, 'strerror', None) or e}); choose a "
+                        "folder you can write to") from None
     config_out = {"model": model.cfg.to_dict(), "train": config["train"], "base_vocab": meta["vocab_size"]}
     atomic_write_text(out / CONFIG, json.dumps(config_out, indent=1))
     atomic_write_text(out / TOKENIZER, meta["tokenizer_json"])
     atomic_write_text(out / CARD, model_card(config, model, meta, windows, name))
+    write_sealed_json(out / PROVENANCE, {"fingerprint": ckpt.get("fingerprint"), "files": digests(out, CHECKED)})
     return out
 
 
@@ -108,6 +134,10 @@ def load(path: str | Path):
     if missing:
         raise UserError(f"{str(folder)!r} is not an exported model (missing {', '.join(missing)}); make one with "
                         "`miniformer export RUN DIR`")
+    reexport = "export the run again (`miniformer export RUN DIR`)"
+    recorded = read_sealed_json(folder / PROVENANCE, reexport)
+    for name in CHECKED:  # a changed head count, position method or tokenizer would load into other numbers
+        check_digest(folder, name, recorded["files"], str(folder / PROVENANCE), reexport)
     config = json.loads((folder / CONFIG).read_text(encoding="utf-8"))
     model = MiniFormer(ModelConfig.from_dict(config["model"]))
     load_model(model, str(folder / WEIGHTS))

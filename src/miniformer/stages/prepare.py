@@ -16,7 +16,7 @@ from miniformer.corpus import check_long_enough, load_corpus
 from miniformer.errors import UserError
 from miniformer.params import DataConfig, validate_data
 from miniformer.runtime.files import atomic_write_bytes
-from miniformer.runtime.tokendata import SPLITS
+from miniformer.runtime.tokendata import SPLITS, content_hash
 from miniformer.tokenizer import CharTokenizer, train_tokenizer
 
 MAX_VOCAB = 65535  # token files are uint16
@@ -61,9 +61,19 @@ def prepare(data: DataConfig, out_dir: Path, min_tokens: int) -> dict:
         "params": asdict(data),  # what train checks the token files against
     }
     files = {f"{name}.bin": ids.tobytes() for name, ids in encoded.items()}
+    # the prepared data's content: part of every training fingerprint, so an edited corpus retrains (issue: a corpus
+    # edited within the same character set kept the old checkpoints), and what a reader checks the token files against
+    meta["content_hash"] = content_hash(files, meta["tokenizer_json"])
     files["meta.json"] = json.dumps(meta, indent=1, ensure_ascii=False).encode("utf-8")
     swap_in(out_dir, files)
     return meta
+
+
+def clean_leftovers(out_dir: Path) -> None:
+    """Remove the temporary folders of a prepare that was killed before its swap (each holds a whole copy)."""
+    for stale in Path(out_dir).parent.glob(f".{Path(out_dir).name}.new.*"):
+        shutil.rmtree(stale, ignore_errors=True)
+    shutil.rmtree(Path(out_dir).with_name(f".{Path(out_dir).name}.old"), ignore_errors=True)
 
 
 def swap_in(out_dir: Path, files: dict[str, bytes]) -> None:
@@ -71,6 +81,7 @@ def swap_in(out_dir: Path, files: dict[str, bytes]) -> None:
     once the new one is complete)."""
     out_dir = Path(out_dir)
     out_dir.parent.mkdir(parents=True, exist_ok=True)
+    clean_leftovers(out_dir)
     new = Path(tempfile.mkdtemp(dir=out_dir.parent, prefix=f".{out_dir.name}.new."))
     old = out_dir.with_name(f".{out_dir.name}.old")
     try:

@@ -15,9 +15,11 @@ import torch
 from jinja2 import Environment, PackageLoader, select_autoescape
 from markupsafe import Markup
 
+from miniformer.errors import UserError
 from miniformer.layout import (
     DATA_DIR,
     INIT_FILE,
+    PROVENANCE,
     STAGES_FIRST,
     eval_dir,
     loss_at_key,
@@ -30,6 +32,7 @@ from miniformer.params import RunConfig, Study
 from miniformer.runtime import files
 from miniformer.runtime.checkpoints import fingerprint
 from miniformer.runtime.files import atomic_write_text, read_json_folder, write_json
+from miniformer.runtime.provenance import check_digest, read_sealed_json
 from miniformer.study import figures, hovermap
 from miniformer.study.bibliography import REFERENCES
 from miniformer.study.claims import TESTS, check_experiments, claims
@@ -52,10 +55,13 @@ def read_json(path: Path, remedy: str = STAGES_FIRST) -> dict:
 
 
 class RunFiles:
-    """Reads one study's per-run files (first seed of each experiment unless asked)."""
+    """Reads one study's per-run files (first seed of each experiment unless asked), each checked against what
+    aggregate recorded of it (results/provenance.json): the report never mixes an evaluation aggregated with another
+    made or edited since."""
 
-    def __init__(self, study: Study, results: Path) -> None:
+    def __init__(self, study: Study, results: Path, provenance: dict | None = None) -> None:
         self.study, self.results = study, results
+        self.provenance = provenance if provenance is not None else read_provenance(results)
 
     def seed(self, exp: str) -> int:
         return self.study.seeds_for(exp)[0]
@@ -64,23 +70,51 @@ class RunFiles:
         path = run_dir(self.results, exp, self.seed(exp) if seed is None else seed) / "log.tsv"
         return pd.read_csv(path, sep="\t") if path.exists() else pd.DataFrame()
 
+    def _recorded(self, exp: str) -> tuple[Path, dict, str]:
+        seed = self.seed(exp)
+        folder, remedy = eval_dir(self.results, exp, seed), AGGREGATE_AGAIN
+        run = self.provenance["runs"].get(f"{exp}/{seed_folder(seed)}")
+        if run is None:
+            raise UserError(f"run {exp}/{seed_folder(seed)} is not in {str(self.results / PROVENANCE)!r}; {remedy}")
+        return folder, run, remedy
+
     def eval(self, exp: str) -> dict:
-        return read_json(eval_dir(self.results, exp, self.seed(exp)) / "eval.json")
+        folder, run, remedy = self._recorded(exp)
+        ev = read_sealed_json(folder / "eval.json", remedy)
+        if ev.get("evaluation") != run["evaluation"]:
+            raise UserError(f"{str(folder / 'eval.json')!r} is another evaluation than the one aggregated; {remedy}")
+        return ev
+
+    def _eval_file(self, exp: str, name: str) -> dict:
+        folder, run, remedy = self._recorded(exp)
+        check_digest(folder, name, run["eval_files"], str(self.results / PROVENANCE), remedy)
+        return read_json(folder / name)
 
     def attention(self, exp: str) -> dict:
-        return read_json(eval_dir(self.results, exp, self.seed(exp)) / "attention.json")
+        return self._eval_file(exp, "attention.json")
 
     def generations(self, exp: str) -> dict:
-        return read_json(eval_dir(self.results, exp, self.seed(exp)) / "generations.json")
+        return self._eval_file(exp, "generations.json")
 
     def step_losses(self, exp: str) -> list[float]:
         """The train loss of every step (curve.json), [] for a run trained before it was kept."""
         path = run_dir(self.results, exp, self.seed(exp)) / "curve.json"
-        return read_json(path).get("train_loss_per_step", []) if path.exists() else []
+        return read_sealed_json(path, STAGES_FIRST).get("train_loss_per_step", []) if path.exists() else []
 
     def samples(self, exp: str) -> list[dict]:
         path = run_dir(self.results, exp, self.seed(exp)) / "samples.jsonl"
         return [json.loads(line) for line in path.read_text(encoding="utf-8").splitlines()] if path.exists() else []
+
+
+AGGREGATE_AGAIN = "re-run `miniformer aggregate` (or the DAG), which rewrites it"
+
+
+def read_provenance(results: Path) -> dict:
+    """results/provenance.json, with the aggregates it records checked against their digests."""
+    provenance = read_sealed_json(Path(results) / PROVENANCE, AGGREGATE_AGAIN)
+    for name in provenance["files"]:
+        check_digest(results, name, provenance["files"], str(Path(results) / PROVENANCE), AGGREGATE_AGAIN)
+    return provenance
 
 
 def git_commit() -> str:
@@ -377,10 +411,11 @@ def load_evidence(study: Study, results: Path, data_dir: Path) -> Evidence:
                     objectives)
 
 
-def environment(base: RunConfig, perf: dict) -> dict[str, str]:
+def environment(base: RunConfig, perf: dict, data_hash: str) -> dict[str, str]:
     return {
         "git commit": git_commit(),
-        "params hash": fingerprint(base),
+        "params hash": fingerprint(base, data_hash),
+        "prepared data": data_hash,
         "torch": torch.__version__,
         "python": platform.python_version(),
         "device": base.train.device + " (" + next(iter(perf.values()), {}).get("device", "?") + ")",
@@ -391,9 +426,10 @@ def environment(base: RunConfig, perf: dict) -> dict[str, str]:
 def build_report(study: Study, results: Path, out: Path, data_dir: Path = DATA_DIR) -> Path:
     check_experiments(study.experiments)
     figures.use_palette(study.names(), aliases=POSITION_RUNS)  # one colour per method in every figure
+    provenance = read_provenance(results)  # first: nothing is read from an aggregate edited since it was written
     ev = load_evidence(study, results, data_dir)
-    r = ReportInputs(study, results, RunFiles(study, results), ev, study.config(study.reference, study.seeds[0]), {},
-                     text_references(data_dir))
+    r = ReportInputs(study, results, RunFiles(study, results, provenance), ev,
+                     study.config(study.reference, study.seeds[0]), {}, text_references(data_dir))
     found = claims(ev)
     at_budget = sum(c.contradicted_at_budget and c.counted for c in found)
     context: dict = {}
@@ -416,7 +452,7 @@ def build_report(study: Study, results: Path, out: Path, data_dir: Path = DATA_D
         baseline_seeds=ev.m.values(study.reference, "val_loss"),
         baseline_bits=(ev.m.mean(study.reference, "val_loss") or 0.0) / math.log(2),
         unit="character" if study.data_config().tokenizer == "char" else "token",
-        env=environment(r.base, context["perf"]),
+        env=environment(r.base, context["perf"], provenance["data_content"]),
         references=list(REFERENCES.items()),
         verdict_totals=list(verdict_totals(found).items()),
         contradicted_at_budget=at_budget,

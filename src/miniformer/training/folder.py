@@ -57,10 +57,11 @@ class RunFolder:
             (self.out / name).unlink(missing_ok=True)
         shutil.rmtree(self.out / "dvclive", ignore_errors=True)
 
-    def record_divergence(self, divergence: dict, logs: dict[str, list]) -> None:
+    def record_divergence(self, divergence: dict, logs: dict[str, list], perf: dict) -> None:
         """Keep the last good weights, but with the divergence (and the logs up to it) recorded, so a re-run does not
         train again."""
         s = torch.load(self.ckpt_path, map_location="cpu", weights_only=True)
         s["divergence"] = json.dumps(divergence)
         s.update({k: json.dumps(v) for k, v in logs.items()})
+        s.update(perf)  # the time spent up to the divergence, not only up to the checkpoint kept
         atomic_torch_save(s, self.ckpt_path)

@@ -8,10 +8,10 @@ import json
 import numpy as np
 
 from miniformer.network.flops import count_params
-from miniformer.runtime.checkpoints import fingerprint
-from miniformer.runtime.files import atomic_write_text, write_json
+from miniformer.runtime.files import atomic_write_text
+from miniformer.runtime.provenance import digests, write_sealed_json
 from miniformer.training.divergence import count_spikes
-from miniformer.training.logs import peak_memory_mb, write_log_tsv
+from miniformer.training.logs import write_log_tsv
 from miniformer.training.trainer import Trainer
 
 
@@ -20,7 +20,7 @@ def write_outputs(tr: Trainer) -> dict:
     write_log_tsv(out / "log.tsv", rows)
     atomic_write_text(out / "samples.jsonl", "".join(json.dumps(s, ensure_ascii=False) + "\n"
                                                     for s in tr.logs["samples"]))
-    write_json(out / "curve.json", {"eval_every": t.eval_every, "points": tr.logs["curve"],
+    write_sealed_json(out / "curve.json", {"eval_every": t.eval_every, "points": tr.logs["curve"],
                                     "train_loss_per_step": tr.logs["losses"]})
     last, div = (rows[-1] if rows else {}), tr.divergence
     metrics = {
@@ -33,16 +33,22 @@ def write_outputs(tr: Trainer) -> dict:
         "divergence_reason": div["reason"] if div else None,
         "n_params": count_params(tr.model),
         "loss_spikes": count_spikes(tr.logs["losses"]),
-        "fingerprint": fingerprint(tr.run),  # evaluate and aggregate check what they read against these
+        "fingerprint": tr.fingerprint,  # config + training code + data content: every reader checks it
         "config_fingerprint": tr.run.config_fingerprint(),
+        "data_content": tr.data.data_hash,
+        # the deterministic files written before this one (a kill between the writes leaves them apart)
+        "files": digests(out, ("samples.jsonl", "curve.json")),
     }
-    write_json(out / "metrics.json", metrics)
-    write_json(out / "perf.json", {
-        "train_seconds_this_process": tr.train_seconds,
+    # timings are not deterministic, so they live apart from metrics.json, sealed and named by the same fingerprint;
+    # they come from the checkpoint's record of the training that made it, not from this process
+    write_sealed_json(out / "perf.json", {
+        "fingerprint": tr.fingerprint,
+        "train_seconds": tr.cost.seconds,
         "tokens_per_s_median": float(np.median([r["tokens_per_s"] for r in rows])) if rows else None,
-        "peak_mem_mb": peak_memory_mb(tr.device),
+        "peak_mem_mb": tr.cost.peak_mb(tr.step),
         "device": str(tr.device),
         "threads": t.threads,
         "tokens_trained": metrics["steps_done"] * t.batch_size * tr.run.model.block_size,
     })
+    write_sealed_json(out / "metrics.json", metrics)  # last: it seals the training's outputs
     return metrics

@@ -24,6 +24,7 @@ from miniformer.runtime.optim import make_optimizer, set_lr, update
 from miniformer.runtime.schedule import lr_at
 from miniformer.runtime.scoring import attention_entropy, mean_loss, spread_windows, window_losses
 from miniformer.runtime.tokendata import TokenData
+from miniformer.training.cost import TrainingCost
 from miniformer.training.demos import demo
 from miniformer.training.divergence import divergence_at
 from miniformer.training.folder import RunFolder
@@ -62,16 +63,18 @@ class Trainer:
         # the val loss on the same spread-out windows at every eval_every steps, kept per window (see scoring)
         self.curve_windows = spread_windows(self.data.splits["val"], self.window,
                                             max(1, self.t.curve_tokens // self.window))
-        self.train_seconds = 0.0
+        self.cost = TrainingCost(self.device)
+        self.fingerprint = fingerprint(run, self.data.data_hash)
         self.autocast = self.device.type == "cuda" and self.t.bf16
 
     def state(self) -> dict:
         return {
             "model": self.model.state_dict(), "optimizer": self.opt.state_dict(), "step": self.step,
             "first_loss": self.first_loss, "batch_gen": self.batch_gen.get_state(), "torch_rng": torch.get_rng_state(),
-            "fingerprint": fingerprint(self.run), "config": json.dumps(self.run.to_dict()),
+            "fingerprint": self.fingerprint, "config": json.dumps(self.run.to_dict()),
             "model_config": json.dumps(self.model.cfg.to_dict()), "tokenizer_hash": self.data.meta["tokenizer_hash"],
             **{k: json.dumps(v) for k, v in self.logs.items()}, "divergence": json.dumps(self.divergence),
+            **self.cost.state(self.step),  # seconds and memory summed over resumes (training/cost.py)
         }
 
     def restore(self, s: dict) -> None:
@@ -82,6 +85,7 @@ class Trainer:
         torch.set_rng_state(s["torch_rng"])
         self.logs = {k: json.loads(s.get(k, "[]")) for k in LOGS}
         self.divergence = json.loads(s["divergence"])
+        self.cost.restore(s)
 
     def batch(self, split: str, g: torch.Generator):
         tokens = sample_windows(self.data.splits[split], self.window, self.t.batch_size, g)
@@ -144,7 +148,7 @@ class Trainer:
         while self.step < self.t.steps and self.divergence is None:
             t0 = time.perf_counter()
             loss, grad_norm = self.train_step()
-            self.train_seconds += time.perf_counter() - t0
+            self.cost.seconds += time.perf_counter() - t0
             self.first_loss = loss if self.first_loss is None else self.first_loss
             self.logs["losses"].append(round(loss, 5))
             self.divergence = divergence_at(self.step, loss, grad_norm, self.first_loss, self.t.diverge_factor)
@@ -173,7 +177,7 @@ class Trainer:
 
     def fit(self, resume: str, progress: bool) -> None:
         """Resume or start fresh, train, and record a divergence in the checkpoint it falls back to."""
-        s = self.folder.resumable(fingerprint(self.run), resume, self.device)
+        s = self.folder.resumable(self.fingerprint, resume, self.device)
         if s is not None:
             self.restore(s)
         else:
@@ -183,4 +187,4 @@ class Trainer:
         if self.divergence:
             print(f"[{self.name}] diverged at step {self.divergence['step']}: {self.divergence['reason']}; keeping the "
                   f"checkpoint of step {last_good}", file=sys.stderr)
-            self.folder.record_divergence(self.divergence, self.logs)
+            self.folder.record_divergence(self.divergence, self.logs, self.cost.state(self.step))
