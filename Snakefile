@@ -15,6 +15,13 @@ rule all:
     input:
         "report/report.html",
         "results/metrics.json",
+        # Every per-run output is a target too: Snakemake leaves a missing intermediate file alone while the files made
+        # from it are newer, so a deleted eval.json or run folder (or one a kill left half-written) would otherwise
+        # stay a hole under "Nothing to be done". As targets they are re-made, and what reads them re-runs.
+        expand("results/runs/{run[0]}/seed{run[1]}/{name}", run=RUNS,
+               name=("metrics.json", "log.tsv", "samples.jsonl", "perf.json", "curve.json")),
+        expand("results/eval/{run[0]}/seed{run[1]}/{name}", run=RUNS,
+               name=("eval.json", "attention.json", "generations.json", "windows.json")),
 
 
 include: "workflow/rules/prepare.smk"

@@ -108,6 +108,40 @@ CASES = [
     ("seeds per experiment 0", lambda p: edit(p, "profiles.default.seeds_per_experiment", 0),
      "seeds_per_experiment = 0 must be an integer >= 1"),
     ("BPE vocab 1", lambda p: edit(edit(p, "data.tokenizer", "bpe"), "data.vocab_size", 1), "data.vocab_size = 1"),
+    # every float is finite: inf and nan pass every "> 0" check (nan compares false both ways) and fail far later
+    ("infinite mlp_ratio", lambda p: edit(p, "model.mlp_ratio", float("inf")),
+     "model.mlp_ratio = inf is not a finite number"),
+    ("nan weight decay", lambda p: edit(p, "train.weight_decay", float("nan")),
+     "train.weight_decay = nan is not a finite number"),
+    ("infinite lr", lambda p: edit(p, "train.lr", float("inf")), "train.lr = inf is not a finite number"),
+    ("infinite temperature", lambda p: edit(p, "eval.temperature", float("inf")),
+     "eval.temperature = inf is not a finite number"),
+    ("infinite margin", lambda p: edit(p, "findings.generation_margin", float("inf")),
+     "findings.generation_margin = inf is not a finite number"),
+    ("nan chance margin", lambda p: edit(p, "findings.chance_margin", float("nan")),
+     "findings.chance_margin = nan is not a finite number"),
+    ("infinite lr in an experiment", lambda p: edit(p, "experiments.pos_learned.train", {"lr": float("-inf")}),
+     "experiments.pos_learned.train.lr = -inf is not a finite number"),
+    ("infinite lr in a sweep", lambda p: edit(p, "experiments.baseline.sweep", {"train.lr": [float("inf")]}),
+     "train.lr = inf is not a finite number"),
+    # the split fractions of a user corpus
+    ("val_frac above 1", lambda p: edit(p, "data.val_frac", 1.5), "data.val_frac = 1.5 must be between 0 and 1"),
+    ("negative val_frac", lambda p: edit(p, "data.val_frac", -0.5), "data.val_frac = -0.5 must be between 0 and 1"),
+    ("zero test_frac", lambda p: edit(p, "data.test_frac", 0), "data.test_frac = 0 must be between 0 and 1"),
+    ("fractions leave no train split", lambda p: edit(edit(p, "data.val_frac", 0.5), "data.test_frac", 0.5),
+     "data.val_frac + data.test_frac = 1.0 must be below 1"),
+    # the smallest block each objective can train and be evaluated with
+    ("span objective with a block of 1",
+     lambda p: edit(p, "experiments.obj_span", {"group": "objective", "train": {"objective": "span"},
+                                                "model": {"block_size": 1}}),
+     "experiments.obj_span: model.block_size = 1 is too small for the span objective: it needs at least 3"),
+    ("prefix LM with a block of 1",
+     lambda p: edit(p, "experiments.obj_prefix", {"group": "objective", "train": {"objective": "prefix"},
+                                                  "model": {"block_size": 1}}),
+     "experiments.obj_prefix: model.block_size = 1 is too small for the prefix objective: it needs at least 2"),
+    ("ALiBi with a block of 1",
+     lambda p: edit(p, "experiments.pos_alibi", {"group": "position", "model": {"pos": "alibi", "block_size": 1}}),
+     "experiments.pos_alibi: model.block_size = 1 is too small for the causal objective: it needs at least 2"),
 ]
 
 
@@ -403,7 +437,8 @@ def test_token_files_of_other_data_params_are_refused_before_the_checkpoint_is_t
     assert ckpt.read_bytes() == before
 
 
-@pytest.mark.parametrize("key,value", [("model.block_size", 100000), ("train.batch_size", 10**7)])
+@pytest.mark.parametrize("key,value", [("model.block_size", 100000), ("train.batch_size", 10**7),
+                                       ("model.n_embd", 2**20)])  # 13 T parameters: estimated, never built
 def test_a_config_too_big_for_the_machine_is_refused_before_the_checkpoint_is_touched(trained, capsys, key, value):
     tmp_path, params = trained
     ckpt = tmp_path / "results" / "runs" / "baseline" / "seed0" / "ckpt.pt"
@@ -522,3 +557,138 @@ def test_unwritable_results_folder(tmp_path, corpus, capsys):
     )
     err = capsys.readouterr().err.strip().splitlines()
     assert rc == 2 and len(err) == 1 and "cannot write" in err[0], err
+
+
+# --- issue 34: inputs that ended in a traceback, or in a silent wrong run ---------------------------------------------
+
+
+def one_line(capsys) -> str:
+    """The only line on stderr, which must not be a traceback."""
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and "Traceback" not in err[0], err
+    return err[0]
+
+
+def test_the_weights_of_a_config_are_estimated_before_evaluate_or_explore_build_the_model(trained, capsys):
+    """A width of 2^20 is 13 T parameters: evaluate refuses it from params, `generate` from the checkpoint's config,
+    before either allocates a tensor."""
+    import json
+
+    import torch
+
+    tmp_path, params = trained
+    wide = edit(copy_of(params), "model.n_embd", 2**20)
+    assert run_cli(tmp_path, wide, "evaluate", "baseline", "--seed", "0") == 2
+    assert "evaluating baseline/seed0 needs about" in one_line(capsys)
+    ckpt = tmp_path / "results" / "runs" / "baseline" / "seed0" / "ckpt.pt"
+    state = torch.load(ckpt, weights_only=True)
+    state["model_config"] = json.dumps({**json.loads(state["model_config"]), "n_embd": 2**20})
+    torch.save(state, ckpt)
+    assert run_cli(tmp_path, params, "generate", "baseline", "--seed", "0") == 2
+    line = one_line(capsys)
+    assert "needs about" in line and "GiB of memory but cpu has" in line
+
+
+def copy_of(params: dict) -> dict:
+    import copy
+
+    return copy.deepcopy(params)
+
+
+def test_curve_tokens_past_the_val_split_are_refused_before_the_checkpoint_is_touched(trained, capsys):
+    tmp_path, params = trained
+    ckpt = tmp_path / "results" / "runs" / "baseline" / "seed0" / "ckpt.pt"
+    before = ckpt.read_bytes()
+    params["train"]["curve_tokens"] = 10**12  # its evenly spread window starts alone were 226 GiB
+    assert run_cli(tmp_path, params, "train", "baseline", "--seed", "0") == 2
+    line = one_line(capsys)
+    assert "train.curve_tokens = 1000000000000" in line and "at most" in line
+    assert ckpt.read_bytes() == before
+
+
+def test_a_corpus_without_line_breaks_trains_and_evaluates(tmp_path, corpus, capsys):
+    """One very long line (the README supports it): the demos and the long generations start from a line break,
+    which such a vocabulary does not have."""
+    flat = tmp_path / "flat.txt"
+    flat.write_text(corpus.read_text().replace("\n", " "), encoding="utf-8")
+    params = tiny_params(flat)
+    assert run_cli(tmp_path, params, "prepare", "--out", str(tmp_path / "data")) == 0
+    assert run_cli(tmp_path, params, "train", "baseline", "--seed", "0") == 0
+    run = tmp_path / "results" / "runs" / "baseline" / "seed0"
+    assert (run / "metrics.json").exists() and (run / "samples.jsonl").read_text().strip()
+    assert run_cli(tmp_path, params, "evaluate", "baseline", "--seed", "0") == 0
+    capsys.readouterr()
+    # `generate` with no prompt starts from a line break too: say the default prompt is unknown and the flag to give
+    assert run_cli(tmp_path, params, "generate", "baseline") == 2
+    line = one_line(capsys)
+    assert "line break" in line and "--prompt" in line
+
+
+@pytest.mark.parametrize("content", ["{bad", "{}", "[]", '{"inits": 3}'])
+def test_an_unreadable_crosscheck_result_is_one_line_naming_it(tmp_path, capsys, content):
+    from miniformer.stages.report import read_crosscheck
+
+    folder = tmp_path / "results" / "crosscheck"
+    folder.mkdir(parents=True)
+    (folder / "baseline.json").write_text('{"inits": {"own": {"val_loss": 2.0}}}')
+    assert read_crosscheck(tmp_path / "results")["baseline"]["inits"]["own"]["val_loss"] == 2.0
+    (folder / "pos_t5.json").write_text(content)
+    with pytest.raises(UserError) as e:
+        read_crosscheck(tmp_path / "results")
+    message = str(e.value)
+    assert len(message.splitlines()) == 1 and "pos_t5.json" in message
+    assert "snakemake crosscheck" in message and "delete it" in message
+
+
+def test_a_prompt_past_the_score_limit_is_refused(trained, capsys):
+    tmp_path, params = trained
+    prompt = "the king hath a crown " * 20  # 440 characters, past 16 blocks of 16 tokens
+    assert run_cli(tmp_path, params, "generate", "baseline", "--prompt", prompt, "--tokens", "1") == 2
+    line = one_line(capsys)
+    assert "the prompt has 440 tokens; at most 256" in line
+
+
+@pytest.mark.parametrize("flag,value", [("--temperature", "nan"), ("--temperature", "inf"),
+                                        ("--sample-seed", str(2**70))])
+def test_sampling_flags_out_of_range_are_refused(tmp_path, capsys, flag, value):
+    assert main(["generate", "baseline", flag, value, "--results", str(tmp_path)]) == 2
+    line = one_line(capsys)
+    assert f"argument {flag}" in line and value in line
+
+
+@pytest.mark.parametrize("experiment,seed,seeds", [("baseline", 7, "0, 1"), ("pos_learned", 1, "0")])
+def test_train_refuses_a_seed_the_study_does_not_run(tmp_path, corpus, capsys, experiment, seed, seeds):
+    params = tiny_params(corpus)
+    assert run_cli(tmp_path, params, "prepare", "--out", str(tmp_path / "data")) == 0
+    capsys.readouterr()
+    assert run_cli(tmp_path, params, "train", experiment, "--seed", str(seed)) == 2
+    line = one_line(capsys)
+    assert f"seed {seed} is not a seed of {experiment}" in line and f"it runs seed(s) {seeds}" in line
+    assert not (tmp_path / "results" / "runs" / experiment / f"seed{seed}").exists()
+
+
+def test_attention_refuses_head_beside_all(tmp_path, capsys):
+    assert main(["attention", "baseline", "--text", "hi", "--head", "1", "--all", "--results", str(tmp_path)]) == 2
+    line = one_line(capsys)
+    assert "--all" in line and "--head" in line
+
+
+def test_a_corpus_of_blank_lines_says_so(tmp_path, capsys):
+    blank = tmp_path / "blank.txt"
+    blank.write_text("\n" * 200_000)
+    assert run_cli(tmp_path, tiny_params(blank), "prepare", "--out", str(tmp_path / "data")) == 2
+    line = one_line(capsys)
+    assert "has no text, only whitespace" in line and "is empty" not in line
+
+
+def test_an_empty_attention_text_names_the_flag(trained, capsys):
+    tmp_path, params = trained
+    assert run_cli(tmp_path, params, "attention", "baseline", "--text", "") == 2
+    assert "the text is empty; pass the text to draw with --text" in one_line(capsys)
+
+
+def test_settle_times_outside_a_study_says_there_is_none(tmp_path, capsys, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    assert main(["settle-times"]) == 2
+    line = one_line(capsys)
+    assert "no study outputs" in line and "data/prepared" in line

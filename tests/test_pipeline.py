@@ -399,3 +399,33 @@ def test_code_edits_rerun_what_they_touch(smk):
     edit("network/positions.py")
     jobs = dry_run_jobs()
     assert jobs.get("train") == str(n_runs) and jobs.get("evaluate") == str(n_runs), jobs
+
+
+def digests_of(study: Path, *names: str) -> dict[str, str]:
+    import hashlib
+
+    return {n: hashlib.sha256((study / n).read_bytes()).hexdigest() for n in names}
+
+
+def test_a_deleted_or_half_written_output_is_remade_by_a_plain_rerun_of_either_tool(smk, tmp_path):
+    """Holes a kill or a careless `rm` leaves: eval.json missing beside its windows.json (evaluate killed before its
+    last write), a whole run folder gone. A plain `snakemake all`, then a plain `dvc repro`, re-make them (no -f) and
+    the study's numbers come back byte for byte."""
+    study = tmp_path / "study"
+    shutil.copytree(smk, study, symlinks=True)
+    sh(study, "snakemake", "--cores", "2", "all")  # whatever earlier tests left, brought up to date first
+    numbers = ("results/metrics.json", "results/windows.json", "results/headline.json")
+    before = digests_of(study, *numbers)
+    baseline_eval = study / "results/eval/baseline/seed0/eval.json"
+    baseline_eval.unlink()
+    shutil.rmtree(study / "results/runs/pos_t5")
+    shutil.rmtree(study / "results/eval/pos_t5")
+    sh(study, "snakemake", "--cores", "2", "all")
+    assert baseline_eval.exists() and (study / "results/runs/pos_t5/seed0/ckpt.pt").exists()
+    assert digests_of(study, *numbers) == before
+    assert dvc_changed_stages(study) == set()  # what Snakemake re-made is recorded for DVC too
+
+    baseline_eval.unlink()
+    assert "run@baseline" in dvc_changed_stages(study)
+    sh(study, "dvc", "repro", "-q", timeout=1200)
+    assert baseline_eval.exists() and digests_of(study, *numbers) == before
