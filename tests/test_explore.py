@@ -34,7 +34,8 @@ def run(root: Path, *args: str) -> int:
 def test_a_flag_a_command_would_ignore_is_refused(trained, capsys):
     assert run(trained, "generate", "baseline", "--params", "other.yaml") == 2
     assert "unrecognized arguments: --params other.yaml" in capsys.readouterr().err
-    for command, flag in (("prepare", "--results"), ("init-probe", "--data"), ("runs", "--profile"), ("list", "--data")):
+    refused = (("prepare", "--results"), ("init-probe", "--data"), ("runs", "--profile"), ("list", "--data"))
+    for command, flag in refused:
         assert main([command, flag, "x"]) == 2, command
         assert f"unrecognized arguments: {flag} x" in capsys.readouterr().err
 
