@@ -589,6 +589,18 @@ def test_the_weights_of_a_config_are_estimated_before_evaluate_or_explore_build_
     assert "needs about" in line and "GiB of memory but cpu has" in line
 
 
+@pytest.mark.parametrize("overrides", [{}, {"pos": "learned", "tie_weights": False}, {"pos": "t5", "bias": True},
+                                       {"pos": "sinusoidal", "norm": "rmsnorm", "norm_placement": "post"},
+                                       {"head_merge": "mean", "mlp_ratio": 0.25}])
+def test_the_memory_estimate_counts_the_parameters_a_built_model_has(overrides):
+    from miniformer.network.flops import count_params
+    from miniformer.network.model import MiniFormer, ModelConfig
+    from miniformer.runtime.memory import param_count
+
+    cfg = ModelConfig(vocab_size=50, block_size=16, n_layer=2, n_head=4, n_embd=32, **overrides)
+    assert param_count(cfg) == count_params(MiniFormer(cfg))
+
+
 def copy_of(params: dict) -> dict:
     import copy
 
@@ -622,6 +634,8 @@ def test_a_corpus_without_line_breaks_trains_and_evaluates(tmp_path, corpus, cap
     assert run_cli(tmp_path, params, "generate", "baseline") == 2
     line = one_line(capsys)
     assert "line break" in line and "--prompt" in line
+    assert run_cli(tmp_path, params, "score", "baseline", "t") == 2  # no line break to read a lone token after
+    assert "the sentence is one token long" in one_line(capsys)
 
 
 @pytest.mark.parametrize("content", ["{bad", "{}", "[]", '{"inits": 3}'])

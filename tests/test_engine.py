@@ -80,7 +80,7 @@ def test_user_text_split_is_contiguous_and_complete():
     [
         (None, "does not exist"),
         (b"", "is empty"),
-        (b"   \n\n", "is empty"),
+        (b"   \n\n", "has no text, only whitespace"),
         (b"caf\xe9 au lait\n" * 200, "is not UTF-8"),
         (b"too short\n", "fewer than"),
     ],

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import math
 import sys
 from pathlib import Path
 
@@ -39,6 +40,8 @@ def bounded(kind: type, low: float, high: float | None = None):
             value = kind(text)
         except ValueError:
             raise argparse.ArgumentTypeError(f"{text!r} is not {'an integer' if kind is int else 'a number'}") from None
+        if not math.isfinite(value):  # float('nan') and float('inf') parse, and nan passes both comparisons below
+            raise argparse.ArgumentTypeError(f"{text} is not a finite number")
         if value < low or (high is not None and value > high):
             span = f">= {low}" if high is None else f"between {low} and {high}"
             raise argparse.ArgumentTypeError(f"{text} must be {span}")
@@ -78,6 +81,7 @@ COMMAND_FLAGS: dict[str, tuple[str, ...]] = {
 }
 INTERNAL = ("run-experiment", "dvc-record", "list")  # the DAG tools' entry points, kept out of the main help
 MAX_GENERATE = 100_000  # tokens per `generate` call: beyond, a typo would run for hours
+MAX_SAMPLE_SEED = 2**32 - 1  # torch's generators take at most 64 bits; 32 are more seeds than anyone tries
 FIGURE_SUFFIXES = (".png", ".svg", ".pdf")
 
 
@@ -115,7 +119,9 @@ def evaluate_one(study, experiment: str, seed: int, results: Path, data: Path) -
 
 def cmd_train(args) -> None:
     mode = "never" if args.no_resume else ("require" if args.resume else "auto")
-    train_one(_study(args), args.experiment, args.seed, args.results, args.data, mode)
+    study = _study(args)
+    study.check_run(args.experiment, args.seed)  # a seed the profile does not run would be a run no stage reads
+    train_one(study, args.experiment, args.seed, args.results, args.data, mode)
 
 
 def cmd_evaluate(args) -> None:
@@ -370,7 +376,8 @@ def add_explore_commands(add) -> None:
                     help="sampling temperature, >= 0; 0 = greedy (default: 0.8)")
     sp.add_argument("--top-k", type=bounded(int, 1), default=20,
                     help="sample from the k likeliest tokens, >= 1 (default: 20)")
-    sp.add_argument("--sample-seed", type=bounded(int, 0), default=0, help="seed of the sampling (default: 0)")
+    sp.add_argument("--sample-seed", type=bounded(int, 0, MAX_SAMPLE_SEED), default=0,
+                    help=f"seed of the sampling, 0..{MAX_SAMPLE_SEED} (default: 0)")
     sp = add("score", cmd_score, "loss and perplexity of a sentence (per token), or of every line of --file")
     add_run_arg(sp)
     sp.add_argument("sentence", nargs="?", help="the text to score (or use --file)")
@@ -385,8 +392,9 @@ def add_explore_commands(add) -> None:
     add_run_arg(sp)
     sp.add_argument("--text", required=True, help="the text whose attention to draw (at most 80 tokens)")
     sp.add_argument("--layer", type=int, default=None, help="which layer, from 0 (default: the last layer)")
-    sp.add_argument("--head", type=int, default=None, help="which head, from 0 (default: 0; see --all)")
-    sp.add_argument("--all", action="store_true", help="every head of the layer")
+    heads = sp.add_mutually_exclusive_group()  # --head beside --all would be ignored
+    heads.add_argument("--head", type=int, default=None, help="which head, from 0 (default: 0; see --all)")
+    heads.add_argument("--all", action="store_true", help="every head of the layer")
     sp.add_argument("--html", action="store_true",
                     help="write a page of hoverable maps (query, key, weight per cell) instead of a figure")
     sp.add_argument("-o", "--out", type=output_file((*FIGURE_SUFFIXES, ".html")), default=None,

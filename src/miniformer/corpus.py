@@ -95,8 +95,11 @@ def read_user_text(path: str | Path) -> str:
             "convert it, e.g. `iconv -f latin1 -t utf-8`"
         ) from None
     text = clean_text(text)
-    if not text.strip():
+    if not text:
         raise UserError(f"corpus file {str(p)!r} is empty; give it some text")
+    if not text.strip():  # 200 000 newlines are not empty, but hold nothing to learn
+        raise UserError(f"corpus file {str(p)!r} has no text, only whitespace ({len(text)} blank characters or line "
+                        "breaks); give it some text")
     return text
 
 

@@ -13,6 +13,7 @@ import dataclasses
 import difflib
 import hashlib
 import json
+import math
 import re
 from dataclasses import asdict, dataclass, field, fields
 from pathlib import Path
@@ -189,6 +190,9 @@ def _check_value(value: Any, expected: type, name: str) -> None:
                         f"expected {expected.__name__}")
     if isinstance(value, str) and len(value) > MAX_STRING:
         raise UserError(f"params: {name} is {len(value)} characters long; at most {MAX_STRING} are allowed")
+    # YAML reads .inf and .nan as floats, and both pass every range check below ("nan > 0" and "nan <= 0" are false)
+    if isinstance(value, float) and not math.isfinite(value):
+        raise UserError(f"params: {name} = {value} is not a finite number; write an ordinary number")
 
 
 def _check_fields(cls: type, values: Any, where: str) -> None:
@@ -333,6 +337,19 @@ class Study:
     def runs(self) -> list[tuple[str, int]]:
         return [(e, s) for e in self.names() for s in self.seeds_for(e)]
 
+    def check_run(self, experiment: str, seed: int) -> None:
+        """``experiment`` × ``seed`` is one of this profile's runs: any other would train a run no stage reads."""
+        self.config(experiment, seed)  # an unknown experiment is its own message
+        seeds = self.seeds_for(experiment)
+        if not seeds:
+            only = self.experiments[self.parent(experiment)]["profiles"]
+            raise UserError(f"{experiment} does not run in the {self.profile} profile (its params.yaml `profiles:` "
+                            f"is {', '.join(only)}); pass --profile {only[0]}")
+        if seed not in seeds:
+            raise UserError(f"seed {seed} is not a seed of {experiment} in the {self.profile} profile: it runs seed(s) "
+                            f"{', '.join(map(str, seeds))}; train one of those, or add the seed to params.yaml "
+                            "`seeds:` (an experiment's `seeds:` or `all_seeds:` says how many of them it runs)")
+
     def longest_window(self) -> int:
         """Tokens the longest evaluation reads at once (its longest length multiple, plus the target): every split
         must hold at least this many."""
@@ -369,6 +386,7 @@ class Study:
         evalc = EvalConfig(**self.section("eval", experiment))
         _validate_train(train, where)
         _validate_eval(evalc, where)
+        _validate_block(model, train, where)
         return RunConfig(
             experiment, exp["group"], exp.get("hypothesis", ""), seed, self.data_config(), model, train, evalc
         )
@@ -508,6 +526,15 @@ def _validate_train(t: TrainConfig, where: str) -> None:
             raise UserError(f"params: {where}: {message}")
 
 
+def _validate_block(model: ModelConfig, t: TrainConfig, where: str) -> None:
+    """The smallest block the objective can train and be evaluated with (network/objectives.py says why)."""
+    objective = OBJECTIVES[t.objective]
+    if model.block_size < objective.min_block_size:
+        raise UserError(f"params: {where}: model.block_size = {model.block_size} is too small for the {t.objective} "
+                        f"objective: it needs at least {objective.min_block_size} ({objective.min_block_reason}); "
+                        "raise model.block_size")
+
+
 def _positive_ints(values: Any) -> bool:
     return isinstance(values, list) and bool(values) and all(type(v) is int and v > 0 for v in values)
 
@@ -534,6 +561,14 @@ def _validate_eval(e: EvalConfig, where: str) -> None:
 
 
 def validate_data(d: DataConfig) -> None:
+    for key in ("val_frac", "test_frac"):  # a corpus file's split: each share, and the train split that is left
+        share = getattr(d, key)
+        if not 0 < share < 1:
+            raise UserError(f"params: data.{key} = {share} must be between 0 and 1, exclusive (the share of a corpus "
+                            "file's lines held out), e.g. 0.05")
+    if d.val_frac + d.test_frac >= 1:
+        raise UserError(f"params: data.val_frac + data.test_frac = {round(d.val_frac + d.test_frac, 6)} must be below "
+                        "1: the rest of a corpus file is the train split; lower them, e.g. 0.05 each")
     if d.tokenizer not in TOKENIZERS:
         raise UserError(f"params: data.tokenizer = {d.tokenizer!r}; choose one of {', '.join(TOKENIZERS)}")
     if d.tokenizer == "bpe" and not 256 < d.vocab_size <= 65535:

@@ -216,6 +216,9 @@ class Objective:
     uses_model_mask: ClassVar[bool] = False
     # a window shuffled with its masks keeps inputs and targets apart (false for span: sentinels would cross over)
     shuffle_keeps_targets: ClassVar[bool] = True
+    # the smallest block_size it trains and is evaluated with, and why: params.py refuses a smaller one
+    min_block_size: ClassVar[int] = 1
+    min_block_reason: ClassVar[str] = ""
 
     def window_length(self, block_size: int) -> int:
         """How many raw tokens one example consumes so the model input is at most block_size long."""
@@ -296,6 +299,8 @@ class _LeftToRight(Objective):
 class CausalLM(_LeftToRight):
     name = "causal"
     uses_model_mask = True
+    min_block_size = 2
+    min_block_reason = "its generations start from a one-token prompt and need a position after it inside the block"
 
     def input_mask(self, n: int, device: torch.device | str = "cpu") -> Tensor:
         return make_causal_mask(n, device)  # it reads its context left to right, as it was trained
@@ -308,11 +313,15 @@ class CausalLM(_LeftToRight):
 
     def generation_prompt(self, tokenizer, split: np.ndarray, block_size: int, seed: int
                           ) -> tuple[list[int], int | None]:
-        return tokenizer.encode_lossy("\n")[0], None  # a line break: the start of a line
+        prompt = tokenizer.encode_lossy("\n")[0]  # a line break: the start of a line
+        # a corpus of one long line has no line break in its vocabulary: start from the held-out text's first token
+        return prompt or split[:1].astype(np.int64).tolist(), None
 
 
 class PrefixLM(_LeftToRight):
     name = "prefix"
+    min_block_size = 2
+    min_block_reason = "a prefix of at least one token and a token after it to predict"
 
     def batch(self, tokens: Tensor, specials: Specials, g: torch.Generator) -> Batch:
         return prefix_batch(tokens, g)
@@ -377,6 +386,8 @@ class SpanCorruption(Objective):
     name = "span"
     shuffle_keeps_targets = False
     left_to_right = False
+    min_block_size = 3
+    min_block_reason = "its shortest example, a kept and a hidden token with a sentinel each, is 3 inputs long"
     scoring = "pseudo-log-likelihood"
     hidden_as = "one sentinel per span"
 

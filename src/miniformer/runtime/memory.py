@@ -30,14 +30,36 @@ def _forward_floats(cfg: ModelConfig, batch: int, length: int, kept: int) -> int
     return cfg.n_layer * kept * (stream + maps) + 2 * batch * length * cfg.vocab_size
 
 
-def training_bytes(cfg: ModelConfig, batch: int, n_params: int) -> int:
-    return FLOAT * (_forward_floats(cfg, batch, cfg.block_size, kept=3) + 4 * n_params)
+def param_count(cfg: ModelConfig) -> int:
+    """The parameters of a MiniFormer of ``cfg``, from the config alone, so that a model too big for the machine is
+    refused before any of it is allocated (network/flops.py counts a built model; a test keeps the two equal)."""
+    C, V = cfg.n_embd, cfg.vocab_size
+    hidden = max(1, int(cfg.mlp_ratio * C))
+    proj_in = C if cfg.head_merge == "concat" else C // cfg.n_head
+    norm = 2 * C if cfg.norm == "layernorm" and cfg.bias else C
+    attention = 3 * C * C + proj_in * C + (4 * C if cfg.bias else 0)
+    mlp = 2 * C * hidden + (hidden + C if cfg.bias else 0)
+    position = {"learned": cfg.block_size * C, "sinusoidal": 1, "t5": 64 * cfg.n_head}.get(cfg.pos, 0)
+    final_norm = norm if cfg.norm_placement == "pre" else 0
+    head = 0 if cfg.tie_weights else V * C
+    return V * C + position + cfg.n_layer * (attention + mlp + 2 * norm) + final_norm + head
 
 
-def evaluation_bytes(cfg: ModelConfig, length_multiples: list[int], n_params: int) -> int:
-    """The longest evaluation length dominates: EVAL_BATCH // m windows of m × block_size tokens."""
+def training_bytes(cfg: ModelConfig, batch: int, n_params: int = 0) -> int:
+    """The weights are counted from the config unless the caller has the count of a built model."""
+    return FLOAT * (_forward_floats(cfg, batch, cfg.block_size, kept=3) + 4 * (n_params or param_count(cfg)))
+
+
+def evaluation_bytes(cfg: ModelConfig, length_multiples: list[int], n_params: int = 0) -> int:
+    """The longest evaluation length dominates: EVAL_BATCH // m windows of m × block_size tokens; the weights are
+    counted from the config unless the caller has the count of a built model."""
     worst = max(_forward_floats(cfg, max(1, EVAL_BATCH // m), m * cfg.block_size, kept=1) for m in length_multiples)
-    return FLOAT * (worst + n_params)
+    return FLOAT * (worst + (n_params or param_count(cfg)))
+
+
+def inference_bytes(cfg: ModelConfig) -> int:
+    """The weights and one forward over a block: the least that generate, score or attention needs."""
+    return FLOAT * (_forward_floats(cfg, 1, cfg.block_size, kept=1) + param_count(cfg))
 
 
 def available_bytes(device: torch.device) -> int | None:

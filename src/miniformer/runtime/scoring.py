@@ -12,6 +12,7 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor
 
+from miniformer.errors import UserError
 from miniformer.network.objectives import IGNORE, Objective, Specials
 
 BATCH = 16
@@ -31,6 +32,16 @@ def spread_windows(data: np.ndarray, length: int, count: int) -> Tensor:
     last = len(data) - length
     starts = np.unique(np.linspace(0, last, num=max(1, count)).astype(np.int64))
     return torch.from_numpy(np.stack([data[s : s + length].astype(np.int64) for s in starts]))
+
+
+def curve_windows(val: np.ndarray, length: int, curve_tokens: int) -> Tensor:
+    """The val-loss curve's windows, train.curve_tokens worth. More windows than the split has distinct starts would
+    only repeat windows, and 10^12 tokens asked for 226 GiB of start positions: refused in one line."""
+    count, starts = max(1, curve_tokens // length), len(val) - length + 1
+    if count > starts:
+        raise UserError(f"train.curve_tokens = {curve_tokens} asks for {count} val-curve windows of {length} tokens, "
+                        f"but the val split holds {starts} distinct ones; set it to at most {starts * length}")
+    return spread_windows(val, length, count)
 
 
 @torch.no_grad()

@@ -13,6 +13,7 @@ import os
 import time
 from pathlib import Path
 
+from miniformer.errors import UserError
 from miniformer.layout import AGGREGATES as AGGREGATE_FILES
 from miniformer.layout import DATA_DIR, INIT_FILE, PROVENANCE, RESULTS
 
@@ -41,8 +42,12 @@ def dag_levels(root: Path) -> list[list[Path]]:
 def settle(root: Path = Path("."), now: float | None = None) -> int:
     """Stamp every level one second after the one before; returns how many files were touched."""
     start = time.time() if now is None else now
+    levels = dag_levels(Path(root))
+    if not any(levels):  # "stamped 0 files ... the tools agree" would be a success that did nothing
+        raise UserError(f"no study outputs in {str(Path(root).resolve())!r}: nothing under {DATA_DIR}/, {RESULTS}/ "
+                        "or report/ to stamp; run settle-times in the study's folder, after `dvc pull`")
     touched = 0
-    for level, paths in enumerate(dag_levels(Path(root))):
+    for level, paths in enumerate(levels):
         stamp = start + level
         for path in paths:
             os.utime(path, (stamp, stamp))

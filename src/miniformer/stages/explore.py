@@ -13,11 +13,12 @@ import torch
 
 from miniformer.errors import UserError
 from miniformer.layout import DATA_DIR, eval_dir, run_name, seed_of, trained_runs
-from miniformer.network.model import MiniFormer
+from miniformer.network.model import MiniFormer, ModelConfig
 from miniformer.network.objectives import Objective, Specials, objective_named
 from miniformer.network.positions import POSITIONS
-from miniformer.runtime.checkpoints import load_run_model, unfinished_note
+from miniformer.runtime.checkpoints import CHECKPOINT, load_run_model, unfinished_note
 from miniformer.runtime.devices import pick_device
+from miniformer.runtime.memory import check_fits, inference_bytes
 from miniformer.runtime.provenance import read_sealed_json
 from miniformer.runtime.tokendata import check_same_tokenizer
 from miniformer.tokenizer import tokenizer_from_json
@@ -107,7 +108,9 @@ def resolve_run(spec: str, results: Path, seed: int | None) -> Path:
 def load(spec: str, results: Path, seed: int | None = None, data_dir: Path | None = None,
          device: str = "cpu") -> LoadedRun:
     path = resolve_run(spec, results, seed)
-    model, config, ckpt = load_run_model(path, pick_device(device))
+    where = pick_device(device)
+    check_model_fits(path, where)
+    model, config, ckpt = load_run_model(path, where)
     note = unfinished_note(ckpt, config, spec)
     if note:  # generate, score and attention may use a checkpoint mid-training, but never without saying so
         print(note, file=sys.stderr)
@@ -118,6 +121,18 @@ def load(spec: str, results: Path, seed: int | None = None, data_dir: Path | Non
     check_same_tokenizer(ckpt, meta, str(path), str(meta_path), "point --data at the data it was trained on")
     tok = tokenizer_from_json(meta["tokenizer_json"])
     return LoadedRun(path, model, config, tok, Specials(tok.vocab_size))
+
+
+def check_model_fits(path: Path, device: torch.device) -> None:
+    """The checkpoint's model estimated from its config before it is built: one too big for the machine is one line,
+    not an allocation failure. The weights are mapped, not read; an unreadable file is load_run_model's to report."""
+    try:
+        s = torch.load(Path(path) / CHECKPOINT, map_location="cpu", weights_only=True, mmap=True)
+        cfg = ModelConfig.from_dict(json.loads(s["model_config"]))
+    except Exception:  # noqa: BLE001 - any unreadable checkpoint: load_run_model names the remedy
+        return
+    check_fits(inference_bytes(cfg), device, f"the model of {str(path)!r} ({cfg.n_layer} layers of width {cfg.n_embd})",
+               "use it on a machine with more memory, or re-train it smaller")
 
 
 MAX_SCORE_BLOCKS = 16  # a scored text may be this many blocks long: memory grows with its length squared
@@ -131,20 +146,27 @@ def check_length(run: LoadedRun, text: str, limit: int, what: str) -> None:
         raise UserError(f"{what} has {n} tokens; at most {limit} can be taken at once — split it or shorten it")
 
 
-def encode_reporting(run: LoadedRun, text: str) -> list[int]:
+def encode_reporting(run: LoadedRun, text: str, what: str, give: str) -> list[int]:
+    """``text``'s ids; ``what`` names it and ``give`` says how to pass another (the flag), for the one-line errors."""
+    if not text:
+        raise UserError(f"{what} is empty; {give}")
     ids, dropped = run.tokenizer.encode_lossy(text)
     if dropped:
         print(f"note: characters not in the vocabulary were dropped: {''.join(dropped)!r}", file=sys.stderr)
     if not ids:
-        raise UserError("the text has no character the model knows; try text in the training corpus' alphabet")
+        raise UserError(f"{what} has no character the model knows; {give}, in the training corpus' alphabet")
     return ids
 
 
 def generate(run: LoadedRun, prompt: str, tokens: int, temperature: float, top_k: int | None, seed: int) -> str:
     if not run.objective.left_to_right:
         raise UserError(f"{run.path} is a {run.objective.name} model: it does not generate left to right; use `score`")
-    ids = encode_reporting(run, prompt or "\n")
     T = run.model.cfg.block_size
+    check_length(run, prompt, MAX_SCORE_BLOCKS * T, "the prompt")  # memory grows with its length squared
+    if prompt in ("", "\n") and not run.tokenizer.encode_lossy("\n")[0]:
+        raise UserError("the default prompt, a line break, is not in this model's vocabulary (its corpus has no line "
+                        "breaks); pass a prompt with --prompt")
+    ids = encode_reporting(run, prompt or "\n", "the prompt", "pass one with --prompt")
     if POSITIONS[run.model.cfg.pos].undefined_past_block and len(ids) + tokens > T:
         raise UserError(
             f"learned absolute positions stop at block_size={T}: prompt + --tokens must be <= {T} "
@@ -187,9 +209,12 @@ def score(run: LoadedRun, sentence: str) -> dict:
     """Mean loss (nats/token), perplexity and per-token losses. Left-to-right models: log p(token | left context);
     MLM / span: pseudo-log-likelihood (each position masked in turn)."""
     check_length(run, sentence, MAX_SCORE_BLOCKS * run.model.cfg.block_size, "the sentence")
-    ids = encode_reporting(run, sentence)
+    ids = encode_reporting(run, sentence, "the sentence", "give another sentence")
     if run.objective.left_to_right:
         ids = run.tokenizer.encode_lossy("\n")[0] + ids  # a line start as context for the first character
+        if len(ids) < 2:  # a corpus without line breaks: a lone token has nothing to be read after
+            raise UserError("the sentence is one token long and this model has no line break to read it after (its "
+                            "corpus has none); give a longer sentence")
     log_probs = run.objective.sequence_log_likelihood(run.model, ids, run.specials)
     losses = (-log_probs).tolist()
     scored = ids[1:] if run.objective.left_to_right else ids
@@ -223,7 +248,7 @@ def attention_figure(run: LoadedRun, text: str, layer: int | None, head: int | N
     from miniformer.study.figures import attention_heatmap, head_grid
 
     check_length(run, text, MAX_ATTENTION_TOKENS, "--text")
-    ids = encode_reporting(run, text)
+    ids = encode_reporting(run, text, "the text", "pass the text to draw with --text")
     cfg = run.model.cfg
     if POSITIONS[cfg.pos].undefined_past_block and len(ids) > cfg.block_size:
         raise UserError(f"learned absolute positions stop at block_size={cfg.block_size}; use a shorter text")

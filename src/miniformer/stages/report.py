@@ -31,7 +31,7 @@ from miniformer.network.objectives import PROBE_CANDIDATES
 from miniformer.params import RunConfig, Study
 from miniformer.runtime import files
 from miniformer.runtime.checkpoints import fingerprint
-from miniformer.runtime.files import atomic_write_text, read_json_folder, write_json
+from miniformer.runtime.files import atomic_write_text, write_json
 from miniformer.runtime.provenance import check_digest, read_sealed_json
 from miniformer.study import figures, hovermap
 from miniformer.study.bibliography import REFERENCES
@@ -52,6 +52,21 @@ from miniformer.study.stats import minus, source_quantity
 
 def read_json(path: Path, remedy: str = STAGES_FIRST) -> dict:
     return files.read_json(path, remedy)
+
+
+def read_crosscheck(results: Path) -> dict:
+    """The peer's result per experiment (results/crosscheck/<experiment>.json, when `miniformer crosscheck` ran); a
+    file that is not JSON, or not a cross-check result, is one line naming it."""
+    out = {}
+    for path in sorted((Path(results) / "crosscheck").glob("*.json")):
+        remedy = f"re-run `snakemake crosscheck` (or `miniformer crosscheck {path.stem}`), or delete it"
+        result = files.read_json(path, remedy)
+        inits = result.get("inits") if isinstance(result, dict) else None
+        if not (isinstance(inits, dict) and all(isinstance(v, dict) for v in inits.values())):
+            raise UserError(f"{str(path)!r} is not a cross-check result (no 'inits' of the peer's numbers per "
+                            f"init); {remedy}")
+        out[path.stem] = result
+    return out
 
 
 class RunFiles:
@@ -375,7 +390,7 @@ def objectives_section(r: ReportInputs) -> dict:
 def fidelity_section(r: ReportInputs) -> dict:
     """The peer implementation's numbers beside ours, when `miniformer crosscheck` has run."""
     m = r.m
-    peer = {e: v for e, v in read_json_folder(r.results / "crosscheck").items() if m.has(e)}
+    peer = {e: v for e, v in read_crosscheck(r.results).items() if m.has(e)}
     return {"crosscheck": peer_comparisons(m, peer, {e: seed_folder(r.files.seed(e)) for e in peer}),
             "peer_version": next(iter(peer.values()), {}).get("peer_version"),
             "init_pair": {f"{norm}_{init}": m.mean(e, "val_loss") for (norm, init), e in INIT_RUNS.items() if m.has(e)},

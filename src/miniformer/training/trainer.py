@@ -12,7 +12,6 @@ import numpy as np
 import torch
 from torch import Tensor
 
-from miniformer.network.flops import count_params
 from miniformer.network.model import MiniFormer, ModelConfig
 from miniformer.network.objectives import Specials, objective_named
 from miniformer.params import RunConfig
@@ -22,7 +21,7 @@ from miniformer.runtime.devices import pick_device
 from miniformer.runtime.memory import check_fits, training_bytes
 from miniformer.runtime.optim import make_optimizer, set_lr, update
 from miniformer.runtime.schedule import lr_at
-from miniformer.runtime.scoring import attention_entropy, mean_loss, spread_windows, window_losses
+from miniformer.runtime.scoring import attention_entropy, curve_windows, mean_loss, window_losses
 from miniformer.runtime.tokendata import TokenData
 from miniformer.training.cost import TrainingCost
 from miniformer.training.demos import demo
@@ -35,10 +34,12 @@ from miniformer.training.logs import DvcLiveMirror, make_bar, peak_memory_mb
 LOGS = ("rows", "samples", "curve", "losses")
 
 
+def model_config(run: RunConfig, base_vocab: int) -> ModelConfig:
+    return ModelConfig.from_dict({**run.model.to_dict(), "vocab_size": Specials(base_vocab).model_vocab})
+
+
 def build_model(run: RunConfig, base_vocab: int) -> tuple[MiniFormer, Specials]:
-    specials = Specials(base_vocab)
-    cfg = ModelConfig.from_dict({**run.model.to_dict(), "vocab_size": specials.model_vocab})
-    return MiniFormer(cfg), specials
+    return MiniFormer(model_config(run, base_vocab)), Specials(base_vocab)
 
 
 class Trainer:
@@ -49,20 +50,20 @@ class Trainer:
         self.device = pick_device(self.t.device)
         self.data = TokenData(data_dir)
         self.data.check_made_from(run.data, data_dir)
+        # estimated from the config: a model too big for the machine is refused before any of it is allocated
+        check_fits(training_bytes(model_config(run, self.data.vocab_size), self.t.batch_size), self.device,
+                   f"training {self.name}", "lower train.batch_size or model.block_size / n_embd / n_layer")
+        self.objective = objective_named(self.t.objective)
+        self.window = self.objective.window_length(run.model.block_size)
+        # the val loss on the same spread-out windows at every eval_every steps, kept per window (see scoring)
+        self.curve_windows = curve_windows(self.data.splits["val"], self.window, self.t.curve_tokens)
         torch.manual_seed(run.seed)
         self.model, self.specials = build_model(run, self.data.vocab_size)
-        check_fits(training_bytes(self.model.cfg, self.t.batch_size, count_params(self.model)), self.device,
-                   f"training {self.name}", "lower train.batch_size or model.block_size / n_embd / n_layer")
         self.model.to(self.device)
         self.opt = make_optimizer(self.model, self.t, self.device)
         self.batch_gen = torch.Generator().manual_seed(run.seed)  # which windows and masks: part of resume state
-        self.objective = objective_named(self.t.objective)
-        self.window = self.objective.window_length(run.model.block_size)
         self.step, self.first_loss, self.divergence = 0, None, None
         self.logs: dict[str, list] = {k: [] for k in LOGS}  # step log rows, demos, val-loss curve points
-        # the val loss on the same spread-out windows at every eval_every steps, kept per window (see scoring)
-        self.curve_windows = spread_windows(self.data.splits["val"], self.window,
-                                            max(1, self.t.curve_tokens // self.window))
         self.cost = TrainingCost(self.device)
         self.fingerprint = fingerprint(run, self.data.data_hash)
         self.autocast = self.device.type == "cuda" and self.t.bf16
