@@ -167,7 +167,16 @@ def cmd_aggregate(args) -> None:
     aggregate(_study(args), Path(args.results), Path(args.data))
 
 
+def file_figures() -> None:
+    """Figures go to files here: the Agg backend needs no display. Chosen by the commands that draw, never by the
+    package at import, so a notebook that imports miniformer keeps its inline figures."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+
+
 def cmd_report(args) -> None:
+    file_figures()
     from miniformer.stages.report import build_report
 
     path = build_report(_study(args), Path(args.results), Path(args.out), Path(args.data))
@@ -239,6 +248,7 @@ def cmd_export(args) -> None:
 
 
 def cmd_attention(args) -> None:
+    file_figures()
     from miniformer.stages import explore
 
     run = explore.load(args.run, Path(args.results), args.seed, Path(args.data), args.device)

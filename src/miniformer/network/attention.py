@@ -7,9 +7,10 @@ equation softmax(mask(QKᵀ/√d)) V. The module adds the study's switches and a
 
 from __future__ import annotations
 
+import hashlib
 import math
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, fields
 
 import torch
 import torch.nn.functional as F
@@ -92,6 +93,41 @@ def self_attention(
     out = merge_heads(compute_outputs(A, v))
     return (out, A) if return_weights else out
 
+
+@dataclass(frozen=True)
+class Primitives:
+    """The primitives a SelfAttention runs, one field per step. The package's own by default; the course notebook
+    hands in a student's (``Primitives.from_namespace(globals())``) and trains the model on them: every layer then
+    takes the explicit path (SDPA off) through the student's split, QKᵀ, scale, causal mask, softmax, AV and merge."""
+
+    pairwise_similarities: Callable = pairwise_similarities
+    attn_scaled: Callable = attn_scaled
+    attn_softmax: Callable = attn_softmax
+    compute_outputs: Callable = compute_outputs
+    make_causal_mask: Callable = make_causal_mask
+    apply_causal_mask: Callable = apply_causal_mask
+    split_heads_qkv: Callable = split_heads_qkv
+    merge_heads: Callable = merge_heads
+
+    @classmethod
+    def from_namespace(cls, namespace: dict) -> Primitives:
+        """The functions of these names in ``namespace`` (a notebook's ``globals()``); every one must be there."""
+        names = [f.name for f in fields(cls)]
+        missing = [n for n in names if not callable(namespace.get(n))]
+        if missing:
+            raise ValueError(f"define {', '.join(missing)} first (run their exercise cells)")
+        return cls(**{n: namespace[n] for n in names})
+
+    def fingerprint(self) -> str:
+        """A digest of the functions' compiled code: a training on other primitives is another training."""
+        h = hashlib.sha256()
+        for f in fields(self):
+            code = getattr(getattr(self, f.name), "__code__", None)
+            h.update(f.name.encode() + (code.co_code + repr(code.co_consts).encode() if code else b"builtin"))
+        return h.hexdigest()[:16]
+
+
+PACKAGE_PRIMITIVES = Primitives()
 
 # ---------------------------------------------------------------------------------------------------------------------
 # The module the model uses
@@ -179,6 +215,7 @@ class SelfAttention(nn.Module):
         self.proj = nn.Linear(proj_in, n_embd, bias=bias)
         self.dropout = dropout
         self.resid_drop = nn.Dropout(dropout)
+        self.primitives: Primitives | None = None  # someone else's primitives (a student's): explicit path only
 
     def forward(
         self,
@@ -196,36 +233,41 @@ class SelfAttention(nn.Module):
         ``is_causal_hint`` says the mask is exactly the causal one, letting SDPA use its cheaper built-in causal path.
         Returns (output, weights or None).
         """
+        p = self.primitives or PACKAGE_PRIMITIVES
         qkv = self.qkv(x)
         if rotary is None:
             parts = qkv.split(self.n_embd, dim=2)
-            q, k, v = split_heads_qkv(*(parts[i] for i in self.role), self.n_head)
+            q, k, v = p.split_heads_qkv(*(parts[i] for i in self.role), self.n_head)
         else:  # RoPE splits the same way, then rotates q and k (see positions.Rotary)
             q, k, v = (t.transpose(1, 2) for t in rotary(qkv, self.role))
         if not self.value_proj:
             v = x.view(x.size(0), x.size(1), self.n_head, self.head_dim).transpose(1, 2)
         if kv is not None:
             k, v = kv.append(k, v)
-        if return_weights:
-            y, w = self._explicit(q, k, v, mask, score_bias)
+        if return_weights or self.primitives is not None:
+            # given primitives build the causal mask themselves, where the mask is exactly the causal one
+            own_mask = self.primitives is not None and is_causal_hint and kv is None
+            y, w = self._explicit(q, k, v, mask, score_bias, p, own_mask)
+            w = w if return_weights else None
         else:
             y, w = self._sdpa(q, k, v, mask, score_bias, is_causal_hint), None
-        y = merge_heads(y) if self.head_merge == "concat" else y.mean(dim=1)
+        y = p.merge_heads(y) if self.head_merge == "concat" else y.mean(dim=1)
         return self.resid_drop(self.proj(y)), w
 
-    def _explicit(
-        self, q: Tensor, k: Tensor, v: Tensor, mask: Tensor | None, score_bias: Tensor | None
-    ) -> tuple[Tensor, Tensor]:
-        A = pairwise_similarities(q, k)
+    def _explicit(self, q: Tensor, k: Tensor, v: Tensor, mask: Tensor | None, score_bias: Tensor | None,
+                  p: Primitives = PACKAGE_PRIMITIVES, own_mask: bool = False) -> tuple[Tensor, Tensor]:
+        A = p.pairwise_similarities(q, k)
         if self.scale:
-            A = attn_scaled(A, self.n_embd, self.n_head)
+            A = p.attn_scaled(A, self.n_embd, self.n_head)
         if score_bias is not None:
             A = A + score_bias
+        if own_mask:
+            mask = p.make_causal_mask(q.size(-2)).to(q.device)
         if mask is not None:
-            A = apply_causal_mask(mask, A)
-        A = attn_softmax(A)
+            A = p.apply_causal_mask(mask, A)
+        A = p.attn_softmax(A)
         A_drop = F.dropout(A, self.dropout, self.training)
-        return compute_outputs(A_drop, v), A
+        return p.compute_outputs(A_drop, v), A
 
     def _sdpa(
         self,

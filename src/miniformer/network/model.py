@@ -12,6 +12,7 @@ from torch import Tensor, nn
 from miniformer.network.attention import (
     KVCache,
     LayerKV,
+    Primitives,
     RotaryFn,
     SelfAttention,
     attention_errors,
@@ -192,6 +193,12 @@ class MiniFormer(nn.Module):
         for module in self.modules():
             if isinstance(module, nn.Linear) and module.bias is not None:
                 nn.init.zeros_(module.bias)
+
+    def use_primitives(self, primitives: Primitives | None) -> MiniFormer:
+        """Every layer's attention on these primitives (a student's), or on the package's again (None: SDPA on)."""
+        for block in self.blocks:
+            block.attn.primitives = primitives
+        return self
 
     def default_mask(self, T: int, device: torch.device) -> Tensor | None:
         """The mask used when the objective supplies none: causal, or nothing at all when cfg.causal is off."""

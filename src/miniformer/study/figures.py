@@ -8,12 +8,13 @@ import zlib
 
 import matplotlib
 import matplotlib.font_manager
+import matplotlib.pyplot as plt
+import numpy as np
+import pandas as pd
+import seaborn as sns
 
-matplotlib.use("Agg")
-import matplotlib.pyplot as plt  # noqa: E402
-import numpy as np  # noqa: E402
-import pandas as pd  # noqa: E402
-import seaborn as sns  # noqa: E402
+# No backend is chosen here: a notebook that imports this module keeps its inline figures. The CLI (and so the DAG's
+# report and `miniformer attention`) picks the file-only Agg backend before anything imports matplotlib (cli.main).
 
 # Tick labels are the corpus' own characters, in any script: matplotlib falls back glyph by glyph along this list, so
 # Latin text keeps DejaVu Sans and CJK text (我打你) takes a CJK font — the Debian package fonts-wqy-microhei (or Noto

@@ -12,6 +12,7 @@ import numpy as np
 import torch
 from torch import Tensor
 
+from miniformer.network.attention import Primitives
 from miniformer.network.model import MiniFormer, ModelConfig
 from miniformer.network.objectives import Specials, objective_named
 from miniformer.params import RunConfig
@@ -20,6 +21,7 @@ from miniformer.runtime.checkpoints import fingerprint
 from miniformer.runtime.devices import pick_device
 from miniformer.runtime.memory import check_fits, training_bytes
 from miniformer.runtime.optim import make_optimizer, set_lr, update
+from miniformer.runtime.provenance import combine
 from miniformer.runtime.schedule import lr_at
 from miniformer.runtime.scoring import attention_entropy, curve_windows, mean_loss, window_losses
 from miniformer.runtime.tokendata import TokenData
@@ -43,7 +45,7 @@ def build_model(run: RunConfig, base_vocab: int) -> tuple[MiniFormer, Specials]:
 
 
 class Trainer:
-    def __init__(self, run: RunConfig, data_dir: Path, out_dir: Path) -> None:
+    def __init__(self, run: RunConfig, data_dir: Path, out_dir: Path, primitives: Primitives | None = None) -> None:
         self.run, self.t, self.folder = run, run.train, RunFolder(out_dir)
         self.name = f"{run.experiment}/seed{run.seed}"
         torch.set_num_threads(self.t.threads)
@@ -59,6 +61,7 @@ class Trainer:
         self.curve_windows = curve_windows(self.data.splits["val"], self.window, self.t.curve_tokens)
         torch.manual_seed(run.seed)
         self.model, self.specials = build_model(run, self.data.vocab_size)
+        self.model.use_primitives(primitives)
         self.model.to(self.device)
         self.opt = make_optimizer(self.model, self.t, self.device)
         self.batch_gen = torch.Generator().manual_seed(run.seed)  # which windows and masks: part of resume state
@@ -66,6 +69,8 @@ class Trainer:
         self.logs: dict[str, list] = {k: [] for k in LOGS}  # step log rows, demos, val-loss curve points
         self.cost = TrainingCost(self.device)
         self.fingerprint = fingerprint(run, self.data.data_hash)
+        if primitives is not None:  # another attention's training: never resumed as, or read as, the package's
+            self.fingerprint = combine(self.fingerprint, primitives.fingerprint())
         self.autocast = self.device.type == "cuda" and self.t.bf16
 
     def state(self) -> dict:
