@@ -5,7 +5,7 @@ export PATH := $(abspath $(VENV))/bin:$(PATH)
 CORES ?= 2
 TORCH_INDEX ?=
 
-.PHONY: venv study smoke crosscheck report test test-fast lint bench mutation clean
+.PHONY: venv study smoke crosscheck report test test-fast lint bench mutation clean notebook
 
 $(VENV)/.installed: pyproject.toml
 	python3 -m venv $(VENV)
@@ -32,6 +32,11 @@ crosscheck: venv
 report: venv
 	$(PY) -m miniformer aggregate
 	$(PY) -m miniformer report
+
+# the course notebook in JupyterLab (installed into the venv on first use)
+notebook: venv
+	$(PY) -c "import jupyterlab" 2>/dev/null || $(PY) -m pip install -q jupyterlab
+	$(VENV)/bin/jupyter lab notebooks/course.ipynb
 
 smoke: venv
 	snakemake --cores $(CORES) all --config profile=smoke

@@ -91,6 +91,8 @@ def test_snakemake_smoke_study_builds_everything(smk):
     assert len(metrics["baseline"]) >= 3
     html = (smk / "report" / "report.html").read_text()
     assert "Claims" in html and "data:image/png;base64," in html
+    # the smoke page says first what it is: a wiring check whose verdicts are not findings
+    assert html.index('id="smoke-warning"') < html.index("Claims") and "not findings" in html
     for exp, seed in study.runs():
         assert (smk / "results" / "logs" / "train" / exp / f"seed{seed}.log").exists()
 

@@ -464,6 +464,8 @@ def build_report(study: Study, results: Path, out: Path, data_dir: Path = DATA_D
         findings_cfg=study.findings,
         breakages=breakages(ev, hypotheses, groups),
         unigram=ev.unigram,
+        at_unigram=at_unigram_level(ev),
+        run_count=len(ev.m.nested),
         noise=ev.m.noise(),
         baseline_seeds=ev.m.values(study.reference, "val_loss"),
         baseline_bits=(ev.m.mean(study.reference, "val_loss") or 0.0) / math.log(2),
@@ -480,6 +482,13 @@ def build_report(study: Study, results: Path, out: Path, data_dir: Path = DATA_D
                                            "contradicted at this budget": at_budget,
                                            "still changing": sum(c.still_changing for c in found)})
     return out
+
+
+def at_unigram_level(ev: Evidence) -> list[str]:
+    """Experiments whose mean val loss is no better than the unigram model's: they have not learned from context."""
+    if ev.unigram is None:
+        return []
+    return [e for e in ev.m.nested if (v := ev.m.mean(e, "val_loss")) is not None and v >= ev.unigram]
 
 
 def is_check(c) -> bool:
