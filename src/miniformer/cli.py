@@ -73,7 +73,8 @@ STUDY_FLAGS = ("params", "profile", "results", "data")
 RUN_FLAGS = ("results", "data")  # what the commands that use a trained run read: they never read params.yaml
 # The study-wide flags each command reads; it is offered no other, so a flag that would do nothing is refused.
 COMMAND_FLAGS: dict[str, tuple[str, ...]] = {
-    "prepare": ("params", "profile"), "train": STUDY_FLAGS, "evaluate": STUDY_FLAGS, "run-experiment": STUDY_FLAGS,
+    "prepare": ("params", "profile"), "course": ("params", "results", "data"),
+    "train": STUDY_FLAGS, "evaluate": STUDY_FLAGS, "run-experiment": STUDY_FLAGS,
     "aggregate": STUDY_FLAGS, "init-probe": ("params", "profile", "results"),
     "report": STUDY_FLAGS, "dvc-record": ("params", "profile"),
     "crosscheck": STUDY_FLAGS, "list": ("params", "profile"), "settle-times": (), "runs": ("results",),
@@ -96,6 +97,23 @@ def cmd_prepare(args) -> None:
     _writable(args.out)
     meta = prepare(study.data_config(), Path(args.out), min_tokens=study.longest_window())
     print(f"prepared {meta['corpus']}: {meta['tokens']} tokens, vocab {meta['vocab_size']} ({meta['tokenizer']})")
+
+
+def cmd_course(args) -> None:
+    """The course profile in a few minutes on a laptop CPU: prepare its Chinese corpus into the study's data folder
+    and train the course table's runs (seed 0) into results/, so each of the table's commands runs as written."""
+    from miniformer.params import Study
+    from miniformer.stages.prepare import prepare
+    from miniformer.study.roles import COURSE_RUNS  # the runs the README's course table uses
+
+    study = Study.load(args.params, "course")
+    _writable(args.data)
+    meta = prepare(study.data_config(), Path(args.data), min_tokens=study.longest_window())
+    print(f"prepared the course corpus {meta['corpus']}: {meta['tokens']['train']} training characters, "
+          f"vocab {meta['vocab_size']}")
+    for experiment in COURSE_RUNS:
+        train_one(study, experiment, study.seeds_for(experiment)[0], args.results, args.data, "auto")
+    print("now try the README's course table, e.g. miniformer attention attn_single_head --text \"我打你然后你打我\"")
 
 
 def train_one(study, experiment: str, seed: int, results: Path, data: Path, mode: str) -> None:
@@ -321,7 +339,7 @@ def build_parser() -> argparse.ArgumentParser:
         sp = sub.add_parser(name, description=help_, **listed)
         flags = {
             "params": dict(default="params.yaml", help="the study's params file (default: params.yaml)"),
-            "profile": dict(default=None, help="smoke | default | gpu (default: the file's `profile`)"),
+            "profile": dict(default=None, help="smoke | default | gpu | course (default: the file's `profile`)"),
             "results": dict(default=str(RESULTS), help="results folder (default: results)"),
             "data": dict(default=str(DATA_DIR), help="prepared data folder (default: data/prepared)"),
         }
@@ -337,6 +355,7 @@ def build_parser() -> argparse.ArgumentParser:
     sp.add_argument("--out", default=str(DATA_DIR), help=f"folder for the token files (default: {DATA_DIR})")
     sp.add_argument("--versioned", action="store_true",
                     help="refuse a corpus file outside data/raw/ (the DAG's stages: it is the folder both tools watch)")
+    add("course", cmd_course, "the course profile: its Chinese corpus and the course table's runs, in minutes")
     sp = add("train", cmd_train, "train one experiment x seed (resumes from its checkpoint)", run=True)
     resume = sp.add_mutually_exclusive_group()
     resume.add_argument(

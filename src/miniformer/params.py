@@ -27,7 +27,7 @@ from miniformer.network.objectives import OBJECTIVES
 from miniformer.runtime.devices import DEVICES
 from miniformer.tokenizer import TOKENIZERS
 
-PROFILES = ("smoke", "default", "gpu")
+PROFILES = ("smoke", "default", "gpu", "course")
 GROUPS = ("reference", "position", "attention", "heads", "block", "objective")
 REFERENCE_GROUP = "reference"  # exactly one experiment: every seed runs it, and its seed spread is the noise floor
 

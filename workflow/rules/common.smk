@@ -50,12 +50,25 @@ def write_signature(path, content):
 SIGNATURES = "results/signatures"
 
 
+def prepared_from_other_params():
+    """data/prepared was prepared (by a command outside the DAG) from other data params than this profile's."""
+    from dataclasses import asdict
+
+    try:
+        made = json.loads(Path("data/prepared/meta.json").read_text(encoding="utf-8")).get("params")
+    except (OSError, ValueError):
+        return False
+    return made is not None and made != asdict(STUDY.data_config())
+
+
 def write_signatures():
     """Every signature the rules read, written at parse time (before Snakemake compares any mtime)."""
     # The data signature: the data params and the files under data/raw (the corpus, when it is a file; DVC's
     # `data/raw` dep).
     write_signature(f"{SIGNATURES}/data.json", json.dumps({**STUDY.section("data"), "raw_files": raw_data_hash()},
                                                           sort_keys=True, indent=1))
+    if prepared_from_other_params():  # e.g. `miniformer course` prepared the Chinese corpus there: prepare again
+        os.utime(f"{SIGNATURES}/data.json")
     # A run's signature is its config plus the hash of the training code (model, positions, objectives, trainer):
     # editing that code re-runs every training job, as DVC's deps do. Evaluation code has its own signature.
     training_code = code_hash(TRAINING_CODE)

@@ -245,7 +245,7 @@ def score_file(run: LoadedRun, lines: list[str], out: Path | None) -> list[dict]
 
 @torch.no_grad()
 def attention_figure(run: LoadedRun, text: str, layer: int | None, head: int | None, all_heads: bool, out: Path):
-    from miniformer.study.figures import attention_heatmap, head_grid
+    from miniformer.study.figures import attention_heatmap, glyph_note, head_grid
 
     check_length(run, text, MAX_ATTENTION_TOKENS, "--text")
     ids = encode_reporting(run, text, "the text", "pass the text to draw with --text")
@@ -273,6 +273,9 @@ def attention_figure(run: LoadedRun, text: str, layer: int | None, head: int | N
         maps = [(f"layer {L}, head {k}", weights[L][0, k].tolist()) for k in heads]
         atomic_write_text(out, attention_page(maps, tokens, f"{run.path}: attention"))
         return out
+    note = glyph_note("".join(tokens))
+    if note:  # one line naming the fix, rather than matplotlib's warning per missing glyph
+        print(note, file=sys.stderr)
     if all_heads:
         fig = head_grid(weights[L][0].tolist(), tokens, f"{run.path}: layer {L}, all heads")
     else:

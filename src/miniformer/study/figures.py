@@ -17,19 +17,22 @@ import seaborn as sns
 # report and `miniformer attention`) picks the file-only Agg backend before anything imports matplotlib (cli.main).
 
 # Tick labels are the corpus' own characters, in any script: matplotlib falls back glyph by glyph along this list, so
-# Latin text keeps DejaVu Sans and CJK text (我打你) takes a CJK font — the Debian package fonts-wqy-microhei (or Noto
-# CJK), which `make venv` asks for and CI installs. Without one, CJK labels draw as empty boxes and matplotlib warns.
-CJK_FONTS = ["WenQuanYi Micro Hei", "Noto Sans CJK SC", "Noto Sans CJK JP", "Source Han Sans SC"]
-CJK_FILES = ("wqy", "notosanscjk", "noto-cjk", "sourcehansans")  # how those fonts' files are named on disk
+# Latin text keeps DejaVu Sans and CJK text (我打你) takes a CJK font: Noto Sans CJK from the `noto-cjk-sans-otc` wheel
+# (the `course` extra, which `make venv` installs: no system package needed), Debian's fonts-wqy-microhei or Noto CJK,
+# or the fonts macOS (PingFang, Heiti, Hiragino, Arial Unicode) and Windows (Microsoft YaHei, SimHei, DengXian) ship.
+CJK_FONTS = ["Noto Sans CJK SC", "Noto Sans CJK JP", "WenQuanYi Micro Hei", "Source Han Sans SC", "PingFang SC",
+             "Heiti SC", "STHeiti", "Hiragino Sans GB", "Arial Unicode MS", "Microsoft YaHei", "SimHei", "DengXian"]
+CJK_FILES = ("wqy", "notosanscjk", "noto-cjk", "sourcehansans")  # how the Linux fonts' files are named on disk
 
 
 def installed_fonts() -> set[str]:
     """The font names matplotlib can use. Its font list is cached on first use, so a CJK font installed after that
-    (`apt-get install fonts-wqy-microhei` once a plot was drawn) is missing from it: such files are added from disk."""
+    (`apt-get install fonts-wqy-microhei` once a plot was drawn) is missing from it: such files are added from disk,
+    and so is the font of the `noto-cjk-sans-otc` wheel, which matplotlib's own search never looks in."""
     manager = matplotlib.font_manager.fontManager
     if not {f.name for f in manager.ttflist} & set(CJK_FONTS):
-        for path in matplotlib.font_manager.findSystemFonts():
-            if any(k in path.lower().replace(" ", "") for k in CJK_FILES):
+        for path in [*_wheel_fonts(), *matplotlib.font_manager.findSystemFonts()]:
+            if path in _wheel_fonts() or any(k in path.lower().replace(" ", "") for k in CJK_FILES):
                 try:
                     manager.addfont(path)
                 except (OSError, RuntimeError, ValueError):  # a file FreeType cannot read: the boxes stay
@@ -37,7 +40,39 @@ def installed_fonts() -> set[str]:
     return {f.name for f in manager.ttflist}
 
 
+def _wheel_fonts() -> list[str]:
+    try:
+        import noto_cjk_sans_otc
+    except ImportError:
+        return []
+    return [str(noto_cjk_sans_otc.FONT_PATH)]
+
+
 matplotlib.rcParams["font.family"] = ["DejaVu Sans", *(f for f in CJK_FONTS if f in installed_fonts())]
+
+
+def missing_glyphs(text: str) -> list[str]:
+    """The characters of ``text`` that no font in matplotlib's fallback list can draw (they would be empty boxes)."""
+    from matplotlib.ft2font import FT2Font
+
+    charmaps = []
+    for family in matplotlib.rcParams["font.family"]:
+        try:
+            path = matplotlib.font_manager.findfont(family, fallback_to_default=False)
+            charmaps.append(set(FT2Font(path).get_charmap()))
+        except (ValueError, RuntimeError, OSError):
+            continue
+    return sorted({c for c in text if not c.isspace() and not any(ord(c) in m for m in charmaps)})
+
+
+def glyph_note(text: str) -> str | None:
+    """One line for a figure whose labels would draw as boxes, naming the fix; None when every glyph is there."""
+    missing = missing_glyphs(text)
+    if not missing:
+        return None
+    return (f"note: no installed font draws {''.join(missing[:10])}{'…' if len(missing) > 10 else ''}: the labels will "
+            "be empty boxes; `pip install noto-cjk-sans-otc` (or on Debian `apt-get install fonts-wqy-microhei`; macOS "
+            "and Windows have PingFang SC / Microsoft YaHei), then draw again")
 
 
 # One colour per method in every figure: a name keeps its colour across figures (the report registers each position

@@ -23,8 +23,11 @@ LEARNED_POSITIONS = "pos_learned"  # undefined past block_size: the report quote
 INIT_RUNS = {("post", "gpt2"): "block_post_norm_gpt2_init", ("post", "vaswani"): "block_post_norm",
              ("pre", "gpt2"): "block_gpt2_init", ("pre", "vaswani"): "baseline"}
 
+# What the README's course table uses: `miniformer course` trains these on the course corpus.
+COURSE_RUNS = (REFERENCE, SINGLE_HEAD, "pos_alibi", "block_no_residual", "obj_mlm")
+
 
 def cast() -> set[str]:
     """Every experiment a role names."""
     return {REFERENCE, *HEAD_RUNS.values(), *POSITION_RUNS.values(), *STABILITY_ROWS.values(), SINGLE_HEAD, NO_MASK,
-            *ENTROPY_RUNS, LEARNED_POSITIONS, *INIT_RUNS.values()}
+            *ENTROPY_RUNS, LEARNED_POSITIONS, *INIT_RUNS.values(), *COURSE_RUNS}
