@@ -48,8 +48,9 @@ class RunFolder:
         delete the first original); its derived files go with the fresh start (clear_derived)."""
         stale = self.ckpt_path.with_name(f"ckpt.stale-{old_fingerprint}.pt")
         os.replace(self.ckpt_path, stale)
-        print(f"checkpoint {self.ckpt_path} is from another config or training code: moved to {stale.name} (with "
-              "any set aside earlier), its step log and metrics removed; training from scratch", file=sys.stderr)
+        print(f"checkpoint {self.ckpt_path} is from another config, training code or prepared data: moved to "
+              f"{stale.name} (with any set aside earlier), its step log and metrics removed; training from scratch",
+              file=sys.stderr)
 
     def clear_derived(self) -> None:
         """Remove what an earlier training wrote beside its checkpoint: a fresh start must not sit beside them."""
