@@ -31,8 +31,9 @@ def installed_fonts() -> set[str]:
     and so is the font of the `noto-cjk-sans-otc` wheel, which matplotlib's own search never looks in."""
     manager = matplotlib.font_manager.fontManager
     if not {f.name for f in manager.ttflist} & set(CJK_FONTS):
-        for path in [*_wheel_fonts(), *matplotlib.font_manager.findSystemFonts()]:
-            if path in _wheel_fonts() or any(k in path.lower().replace(" ", "") for k in CJK_FILES):
+        system = [p for p in matplotlib.font_manager.findSystemFonts()
+                  if any(k in p.lower().replace(" ", "") for k in CJK_FILES)]
+        for path in [*_wheel_fonts(), *system]:
                 try:
                     manager.addfont(path)
                 except (OSError, RuntimeError, ValueError):  # a file FreeType cannot read: the boxes stay
