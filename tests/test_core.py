@@ -217,9 +217,10 @@ def test_no_scale_gives_sharper_attention():
 def test_qkv_role_swap_is_a_relabelling_of_the_projections():
     a = SelfAttention(16, 2, qkv_order="qkv")
     b = SelfAttention(16, 2, qkv_order="kqv")
-    Wq, Wk, Wv = a.qkv.weight.data.split(16)
-    b.qkv.weight.data = torch.cat([Wk, Wq, Wv])  # b's slot 1 (its query) now holds a's query weights
-    b.proj.load_state_dict(a.proj.state_dict())
+    b.k_proj.load_state_dict(a.q_proj.state_dict())  # b's key projection plays its query: it holds a's query weights
+    b.q_proj.load_state_dict(a.k_proj.state_dict())
+    b.v_proj.load_state_dict(a.v_proj.state_dict())
+    b.o_proj.load_state_dict(a.o_proj.state_dict())
     x = torch.randn(2, 5, 16)
     mask = make_causal_mask(5)
     torch.testing.assert_close(a(x, mask)[0], b(x, mask)[0])
@@ -228,11 +229,11 @@ def test_qkv_role_swap_is_a_relabelling_of_the_projections():
 def test_head_mean_projects_from_one_head_width():
     torch.manual_seed(0)
     attn = SelfAttention(32, 4, head_merge="mean")
-    assert attn.proj.in_features == 8
+    assert attn.o_proj.in_features == 8
     x = torch.randn(1, 3, 32)
-    q, k, v = split_heads_qkv(*attn.qkv(x).split(32, dim=2), 4)
+    q, k, v = split_heads_qkv(attn.q_proj(x), attn.k_proj(x), attn.v_proj(x), 4)
     per_head = attn_softmax(attn_scaled(pairwise_similarities(q, k), 32, 4)) @ v  # (1, 4, 3, 8), no mask
-    expected = attn.proj(per_head.mean(dim=1))  # the heads' average, not their sum or concatenation
+    expected = attn.o_proj(per_head.mean(dim=1))  # the heads' average, not their sum or concatenation
     torch.testing.assert_close(attn(x, None)[0], expected)
 
 
@@ -262,38 +263,53 @@ def test_rope_scores_depend_only_on_relative_offset():
     assert not torch.allclose(score(3, 1), score(3, 2))
 
 
-@pytest.mark.parametrize("roles", [(0, 1, 2), (1, 0, 2), (2, 0, 1)])
-def test_rope_hook_rotates_the_query_and_key_roles(roles):
-    """The RoPE hook on the fused projection equals slicing each role out and rotating it, forward and backward; the
-    value is not rotated; the gradient passes gradcheck in float64."""
+def test_rope_hook_rotates_query_and_key_per_head():
+    """The RoPE hook on (B, T, H, D) query and key equals rotating each head's (T, D) slice by the position's angles,
+    forward and backward; the gradient passes gradcheck in float64."""
     B, T, H, D = 2, 5, 3, 4
     rope = Rotary(D, H)
-    split_rotate = rope.rotary(T, torch.device("cpu"))
+    rotate_qk = rope.rotary(T, torch.device("cpu"))
     rot = rope.rotations(T, torch.device("cpu"))
     torch.manual_seed(0)
-    qkv = torch.randn(B, T, 3 * H * D, requires_grad=True)
-    projected = qkv * 1  # a non-leaf, as the projection's output is in the model
-    fused = split_rotate(projected, roles)
-    parts = qkv.view(B, T, 3, H, D)
-    plain = [apply_rotary(parts[:, :, roles[0]].transpose(1, 2), rot).transpose(1, 2),
-             apply_rotary(parts[:, :, roles[1]].transpose(1, 2), rot).transpose(1, 2), parts[:, :, roles[2]]]
-    grads = [torch.randn(B, T, H, D) for _ in range(3)]
-    (g_fused,) = torch.autograd.grad(fused, qkv, grads)
-    (g_plain,) = torch.autograd.grad(plain, qkv, grads)
-    for a, b in zip(fused, plain):
+    q, k = (torch.randn(B, T, H, D, requires_grad=True) for _ in range(2))
+    hooked = rotate_qk(q * 1, k * 1)  # non-leaves, as the projections' outputs are in the model
+    plain = [apply_rotary(t.transpose(1, 2), rot).transpose(1, 2) for t in (q, k)]
+    grads = [torch.randn(B, T, H, D) for _ in range(2)]
+    for a, b in zip(torch.autograd.grad(hooked, (q, k), grads), torch.autograd.grad(plain, (q, k), grads)):
         torch.testing.assert_close(a, b)
-    torch.testing.assert_close(g_fused, g_plain)
-    qkv64 = torch.randn(B, T, 3 * H * D, dtype=torch.float64, requires_grad=True)
+    for a, b in zip(hooked, plain):
+        torch.testing.assert_close(a, b)
+    assert not torch.allclose(hooked[0][:, 1:], q[:, 1:])  # position 0 is the identity, the others turn
+    q64, k64 = (torch.randn(B, T, H, D, dtype=torch.float64, requires_grad=True) for _ in range(2))
     rope64 = Rotary(D, H).double().rotary(T, torch.device("cpu"))
-    assert torch.autograd.gradcheck(lambda x: rope64(x.clone(), roles), (qkv64,))
+    assert torch.autograd.gradcheck(lambda a, b: rope64(a.clone(), b.clone()), (q64, k64))
+
+
+@pytest.mark.parametrize("order", ["qkv", "kqv", "vqk"])
+def test_rope_attention_rotates_the_query_and_key_roles(order):
+    """Under a role swap the rotation follows the role: the projection playing the query is the one rotated."""
+    torch.manual_seed(0)
+    attn = SelfAttention(8, 2, qkv_order=order)
+    x = torch.randn(1, 4, 8)
+    rotate_qk = Rotary(4, 2).rotary(4, torch.device("cpu"))
+    seen = []
+
+    def recording(q, k):
+        seen.append((q.clone(), k.clone()))
+        return rotate_qk(q, k)
+
+    attn(x, None, rotary=recording)
+    proj = {"q": attn.q_proj, "k": attn.k_proj, "v": attn.v_proj}
+    torch.testing.assert_close(seen[0][0], proj[order[0]](x).view(1, 4, 2, 4))
+    torch.testing.assert_close(seen[0][1], proj[order[1]](x).view(1, 4, 2, 4))
 
 
 def test_rope_in_bfloat16_matches_float32():
     """Half precision has no complex view: the rotation runs in fp32 and is cast back."""
     rope = Rotary(4, 2).rotary(6, torch.device("cpu"))
-    qkv = torch.randn(1, 6, 24)
-    full = rope(qkv.clone(), (0, 1, 2))
-    half = rope(qkv.bfloat16(), (0, 1, 2))
+    q, k = torch.randn(1, 6, 2, 4), torch.randn(1, 6, 2, 4)
+    full = rope(q.clone(), k.clone())
+    half = rope(q.bfloat16(), k.bfloat16())
     for a, b in zip(half, full):
         torch.testing.assert_close(a.float(), b, rtol=2e-2, atol=2e-2)
 
@@ -499,8 +515,8 @@ def test_the_block_computes_its_published_formula(placement):
 def test_a_tiny_mlp_keeps_at_least_one_hidden_unit():
     from miniformer.network.model import MLP
 
-    assert MLP(tiny(mlp_ratio=0.01)).fc.out_features == 1  # int(0.01 · 32) = 0, kept at 1
-    assert MLP(tiny(mlp_ratio=0.25)).fc.out_features == 8
+    assert MLP(tiny(mlp_ratio=0.01)).up_proj.out_features == 1  # int(0.01 · 32) = 0, kept at 1
+    assert MLP(tiny(mlp_ratio=0.25)).up_proj.out_features == 8
 
 
 def test_learned_positions_start_at_the_token_embeddings_scale_of_each_init():
@@ -695,10 +711,10 @@ def test_gpt2_init_shrinks_the_residual_projections():
     torch.manual_seed(0)
     model = MiniFormer(tiny(init="gpt2", n_layer=3, n_embd=64))
     for block in model.blocks:
-        assert block.attn.proj.weight.std().item() == pytest.approx(0.02 / 6**0.5, rel=0.06)
-        assert block.mlp.proj.weight.std().item() == pytest.approx(0.02 / 6**0.5, rel=0.06)
-        assert block.attn.qkv.weight.std().item() == pytest.approx(0.02, rel=0.1)
-        assert block.mlp.fc.weight.std().item() == pytest.approx(0.02, rel=0.1)
+        assert block.attn.o_proj.weight.std().item() == pytest.approx(0.02 / 6**0.5, rel=0.06)
+        assert block.mlp.down_proj.weight.std().item() == pytest.approx(0.02 / 6**0.5, rel=0.06)
+        for proj in (block.attn.q_proj, block.attn.k_proj, block.attn.v_proj, block.mlp.up_proj):
+            assert proj.weight.std().item() == pytest.approx(0.02, rel=0.1)
     assert model.wte.weight.std().item() == pytest.approx(0.02, rel=0.1)
 
 
@@ -736,15 +752,15 @@ def test_without_a_value_projection_the_values_are_the_input():
     x = torch.randn(2, 5, 16)
     y, w = attn(x, make_causal_mask(5), return_weights=True)
     values = x.view(2, 5, 2, 8).transpose(1, 2)  # (B, H, T, D): the input split into heads
-    expected = attn.proj((w @ values).transpose(1, 2).reshape(2, 5, 16))
+    expected = attn.o_proj((w @ values).transpose(1, 2).reshape(2, 5, 16))
     assert torch.allclose(y, expected, atol=1e-5)
     fast, _ = attn(x, make_causal_mask(5))  # the SDPA path reads the same values
     assert torch.allclose(fast, y, atol=1e-5)
 
 
 def test_roles_swapped_at_evaluation_equal_swapped_projection_rows():
-    """roles_permuted reads the trained fused projection with Q and K exchanged: the same as a model whose query and
-    key rows were exchanged by hand; and the roles come back afterwards."""
+    """roles_permuted reads the trained projections with Q and K exchanged: the same as a model whose query and key
+    weights were exchanged by hand; and the roles come back afterwards."""
     from miniformer.evaluation.role_swap import SWAPS, roles_permuted
 
     torch.manual_seed(0)
@@ -759,7 +775,9 @@ def test_roles_swapped_at_evaluation_equal_swapped_projection_rows():
         by_hand = MiniFormer(cfg).eval()
         by_hand.load_state_dict(model.state_dict())
         for block in by_hand.blocks:
-            w = block.attn.qkv.weight
-            w.copy_(torch.cat([w[16:32], w[:16], w[32:]]))
+            q, k = block.attn.q_proj.weight, block.attn.k_proj.weight
+            q_old = q.clone()
+            q.copy_(k)
+            k.copy_(q_old)
         assert torch.allclose(by_hand(x)["logits"], swapped, atol=1e-5)
         assert not torch.allclose(swapped, intact, atol=1e-3)

@@ -232,8 +232,9 @@ def test_export_round_trips_the_logits_bit_for_bit(trained, tmp_path, monkeypatc
 
     out = tmp_path / "handed-on"
     assert run(trained, "export", "baseline", str(out)) == 0
-    assert sorted(p.name for p in out.iterdir()) == ["README.md", "config.json", "model.safetensors", "provenance.json",
-                                                     "tokenizer.json"]
+    assert sorted(p.name for p in out.iterdir()) == [
+        "README.md", "config.json", "configuration_miniformer.py", "generation_config.json", "miniformer_network.py",
+        "model.safetensors", "modeling_miniformer.py", "provenance.json", "tokenizer.json", "tokenizer_config.json"]
     card = (out / "README.md").read_text()
     assert "parameters" in card and "miniformer.load" in card and "rope" in card
     monkeypatch.chdir(tmp_path)  # nothing of the study tree is needed from here on

@@ -100,9 +100,10 @@ def test_vaswani_init_scales_embeddings_and_gpt2_does_not():
     idx = torch.arange(20)[None]
     assert vas.wte(idx).mul(vas.embed_scale).std().item() == pytest.approx(1.0, rel=0.15)
     assert gpt.wte(idx).mul(gpt.embed_scale).std().item() == pytest.approx(0.02, rel=0.15)
-    # Xavier for a 64 -> 192 matrix: std √(2 / (64 + 192)); GPT-2: 0.02
-    assert vas.blocks[0].attn.qkv.weight.std().item() == pytest.approx(math.sqrt(2 / 256), rel=0.1)
-    assert gpt.blocks[0].attn.qkv.weight.std().item() == pytest.approx(0.02, rel=0.1)
+    # q, k and v drawn as one 64 -> 192 Xavier matrix: std √(2 / (64 + 192)); GPT-2: 0.02
+    for proj in ("q_proj", "k_proj", "v_proj"):
+        assert getattr(vas.blocks[0].attn, proj).weight.std().item() == pytest.approx(math.sqrt(2 / 256), rel=0.1)
+        assert getattr(gpt.blocks[0].attn, proj).weight.std().item() == pytest.approx(0.02, rel=0.1)
 
 
 def test_bad_init_names_the_choices():

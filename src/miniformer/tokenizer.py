@@ -9,6 +9,8 @@ from typing import Protocol
 from miniformer.errors import UserError
 
 TOKENIZERS = ("char", "bpe")
+# What str.splitlines splits at, as a regex for the tokenizers library (\r\n first: one break, not two)
+LINE_BREAK = "\r\n|[\n\r\x0b\x0c\x1c\x1d\x1e\x85\u2028\u2029]"
 
 
 class Tokenizer(Protocol):
@@ -63,7 +65,7 @@ class BPETokenizer:
 
     def __init__(self, tok) -> None:  # tok: tokenizers.Tokenizer
         self.tok = tok
-        self.vocab_size = tok.get_vocab_size()
+        self.vocab_size = tok.get_vocab_size(with_added_tokens=False)  # an export's special tokens are not text
 
     @classmethod
     def train(cls, text: str, vocab_size: int) -> BPETokenizer:
@@ -108,9 +110,45 @@ def train_tokenizer(kind: str, text: str, vocab_size: int) -> CharTokenizer | BP
 
 
 def tokenizer_from_json(s: str) -> CharTokenizer | BPETokenizer:
+    """Our own file (prepared data: ``{"kind": ...}``) or the `tokenizers` library's (an export's tokenizer.json)."""
     d = json.loads(s)
+    if "model" in d:  # the tokenizers format
+        return _from_library_format(d)
     if d["kind"] == "char":
         return CharTokenizer(d["chars"])
     from tokenizers import Tokenizer as HFTokenizer
 
     return BPETokenizer(HFTokenizer.from_str(d["tokenizer"]))
+
+
+def library_format(tok: CharTokenizer | BPETokenizer, special_tokens: list[str]) -> str:
+    """The tokenizer as the `tokenizers` library writes one (what ``tokenizers.Tokenizer.from_file`` and transformers'
+    ``AutoTokenizer`` read), with ``special_tokens`` as added tokens numbered from the end of the vocabulary.
+
+    Characters become a word-level model over single characters: a pre-tokenizer isolates every character (newlines
+    included), the vocabulary maps each to its id, and the decoder joins them with nothing in between, so a text
+    round-trips exactly. BPE is the library's own tokenizer already, given the line split encode uses, so that it
+    yields the very ids the model was trained on.
+    """
+    from tokenizers import AddedToken, Regex, decoders, models, pre_tokenizers
+    from tokenizers import Tokenizer as HFTokenizer
+
+    if isinstance(tok, CharTokenizer):
+        out = HFTokenizer(models.WordLevel(vocab=dict(tok.stoi), unk_token=None))
+        out.pre_tokenizer = pre_tokenizers.Split(Regex(r"[\s\S]"), behavior="isolated")
+        out.decoder = decoders.Fuse()
+    else:  # trained and applied line by line (BPETokenizer.encode): the same line split first, then byte-level
+        out = HFTokenizer.from_str(tok.tok.to_str())
+        lines = pre_tokenizers.Split(Regex(LINE_BREAK), behavior="merged_with_previous")
+        out.pre_tokenizer = pre_tokenizers.Sequence([lines, out.pre_tokenizer])
+    out.add_special_tokens([AddedToken(t, special=True, normalized=False) for t in special_tokens])
+    return out.to_str()
+
+
+def _from_library_format(d: dict) -> CharTokenizer | BPETokenizer:
+    from tokenizers import Tokenizer as HFTokenizer
+
+    if d["model"]["type"] == "WordLevel":
+        vocab = d["model"]["vocab"]
+        return CharTokenizer(sorted(vocab, key=vocab.__getitem__))
+    return BPETokenizer(HFTokenizer.from_str(json.dumps(d)))

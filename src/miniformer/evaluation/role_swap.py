@@ -1,7 +1,7 @@
 """What the learned Q/K/V roles are worth: the trained model scored with two roles swapped in every layer.
 
-Training with the roles permuted (`qkv_order`) is a relabelling and must tie (the three roles are chunks of one
-projection with one init). Swapping them in a model already trained asks the other question: does each projection
+Training with the roles permuted (`qkv_order`) is a relabelling and must tie (the three projections are drawn as one
+matrix with one init). Swapping them in a model already trained asks the other question: does each projection
 now do a job the others cannot? Only for runs with `eval.role_swap`, and only where the model's own mask applies."""
 
 from __future__ import annotations
@@ -21,7 +21,7 @@ SWAP_TOKENS = 16384  # val tokens per variant: the same windows for each, so dif
 
 @contextmanager
 def roles_permuted(model: torch.nn.Module, order: tuple[int, int, int]) -> Iterator[None]:
-    """Every attention layer reads its fused projection with roles permuted by ``order``; restored on exit."""
+    """Every attention layer reads its projections with roles permuted by ``order``; restored on exit."""
     layers = [block.attn for block in model.blocks]
     saved = [attn.role for attn in layers]
     try:

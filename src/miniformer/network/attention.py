@@ -133,8 +133,8 @@ PACKAGE_PRIMITIVES = Primitives()
 # The module the model uses
 # ---------------------------------------------------------------------------------------------------------------------
 
-# (fused qkv (B,T,3C), roles) -> q, k, v as (B,T,H,D): v a view of qkv, q and k rotated (see positions.Rotary).
-RotaryFn = Callable[[Tensor, tuple[int, int, int]], tuple[Tensor, Tensor, Tensor]]
+# (query, key) as (B,T,H,D) -> the same two rotated (see positions.Rotary); the values are never rotated.
+RotaryFn = Callable[[Tensor, Tensor], tuple[Tensor, Tensor]]
 _ROLE_INDEX = {"q": 0, "k": 1, "v": 2}
 
 
@@ -202,17 +202,18 @@ class SelfAttention(nn.Module):
         self.n_head, self.n_embd = n_head, n_embd
         self.head_dim = n_embd // n_head
         self.scale = scale
-        # One fused (C -> 3C) projection equals three separate ones (init_qkv_proj) but is one GEMM instead of three.
-        self.qkv = nn.Linear(n_embd, 3 * n_embd, bias=bias)
-        self.role = tuple(_ROLE_INDEX[r] for r in qkv_order)  # which third of qkv serves as Q, K, V
+        # Three projections with the names a LoRA recipe targets (q_proj, k_proj, v_proj, o_proj: peft, the LLaMA
+        # family). One fused C -> 3C matrix measured no faster on CPU (benchmarks/bench_projections.py).
+        self.q_proj, self.k_proj, self.v_proj = (nn.Linear(n_embd, n_embd, bias=bias) for _ in range(3))
+        self.role = tuple(_ROLE_INDEX[r] for r in qkv_order)  # which projection serves as Q, K, V
         if qk_tied:  # the key is the query's projection: scores q_i·q_j are symmetric in i and j
             self.role = (self.role[0], self.role[0], self.role[2])
-        # Without a value projection the values are the input itself; the value third of qkv is computed and unused
-        # (so parameter and FLOP counts stay those of the fused projection).
+        # Without a value projection the values are the input itself; v_proj stays (unused), so the parameter count is
+        # that of every other arm.
         self.value_proj = value_proj
         self.head_merge = head_merge
         proj_in = n_embd if head_merge == "concat" else self.head_dim
-        self.proj = nn.Linear(proj_in, n_embd, bias=bias)
+        self.o_proj = nn.Linear(proj_in, n_embd, bias=bias)
         self.dropout = dropout
         self.resid_drop = nn.Dropout(dropout)
         self.primitives: Primitives | None = None  # someone else's primitives (a student's): explicit path only
@@ -234,14 +235,13 @@ class SelfAttention(nn.Module):
         Returns (output, weights or None).
         """
         p = self.primitives or PACKAGE_PRIMITIVES
-        qkv = self.qkv(x)
+        Q, K, V = self.project(x)
         if rotary is None:
-            parts = qkv.split(self.n_embd, dim=2)
-            q, k, v = p.split_heads_qkv(*(parts[i] for i in self.role), self.n_head)
-        else:  # RoPE splits the same way, then rotates q and k (see positions.Rotary)
-            q, k, v = (t.transpose(1, 2) for t in rotary(qkv, self.role))
-        if not self.value_proj:
-            v = x.view(x.size(0), x.size(1), self.n_head, self.head_dim).transpose(1, 2)
+            q, k, v = p.split_heads_qkv(Q, K, V, self.n_head)
+        else:  # RoPE rotates q and k per head, then they split like every other method's
+            heads = (x.size(0), x.size(1), self.n_head, self.head_dim)
+            q, k = (t.transpose(1, 2) for t in rotary(Q.view(heads), K.view(heads)))
+            v = V.view(heads).transpose(1, 2)
         if kv is not None:
             k, v = kv.append(k, v)
         if return_weights or self.primitives is not None:
@@ -252,7 +252,15 @@ class SelfAttention(nn.Module):
         else:
             y, w = self._sdpa(q, k, v, mask, score_bias, is_causal_hint), None
         y = p.merge_heads(y) if self.head_merge == "concat" else y.mean(dim=1)
-        return self.resid_drop(self.proj(y)), w
+        return self.resid_drop(self.o_proj(y)), w
+
+    def project(self, x: Tensor) -> tuple[Tensor, Tensor, Tensor]:
+        """(B,T,C) query, key and value, each from the projection its role names (the input itself as the value when
+        there is no value projection); a projection two roles share is computed once."""
+        projections = (self.q_proj, self.k_proj, self.v_proj)
+        used = self.role if self.value_proj else self.role[:2]
+        out = {i: projections[i](x) for i in dict.fromkeys(used)}
+        return out[self.role[0]], out[self.role[1]], out[self.role[2]] if self.value_proj else x
 
     def _explicit(self, q: Tensor, k: Tensor, v: Tensor, mask: Tensor | None, score_bias: Tensor | None,
                   p: Primitives = PACKAGE_PRIMITIVES, own_mask: bool = False) -> tuple[Tensor, Tensor]:

@@ -22,6 +22,8 @@ from miniformer.network.attention import (
 from miniformer.network.positions import POSITION_METHODS, build_position
 
 INITS = ("vaswani", "gpt2")
+# The projections that write into the residual stream: GPT-2 shrinks their init by 1/√(2·layers).
+RESIDUAL_OUTPUTS = ("o_proj.weight", "down_proj.weight")
 
 
 @dataclass
@@ -88,12 +90,12 @@ class MLP(nn.Module):
     def __init__(self, cfg: ModelConfig) -> None:
         super().__init__()
         hidden = max(1, int(cfg.mlp_ratio * cfg.n_embd))
-        self.fc = nn.Linear(cfg.n_embd, hidden, bias=cfg.bias)
-        self.proj = nn.Linear(hidden, cfg.n_embd, bias=cfg.bias)
+        self.up_proj = nn.Linear(cfg.n_embd, hidden, bias=cfg.bias)
+        self.down_proj = nn.Linear(hidden, cfg.n_embd, bias=cfg.bias)
         self.drop = nn.Dropout(cfg.dropout)
 
     def forward(self, x: Tensor) -> Tensor:
-        return self.drop(self.proj(F.gelu(self.fc(x))))
+        return self.drop(self.down_proj(F.gelu(self.up_proj(x))))
 
 
 @dataclass
@@ -138,6 +140,19 @@ class Block(nn.Module):
         return x, w
 
 
+@torch.no_grad()
+def init_qkv(attn: SelfAttention, cfg: ModelConfig) -> None:
+    """Query, key and value drawn as one (3C, C) matrix and split: the scale (Xavier's bound counts the fused fan-out)
+    and the random draws of the fused projection every reference run was trained with."""
+    fused = torch.empty(3 * cfg.n_embd, cfg.n_embd)
+    if cfg.init == "vaswani":
+        nn.init.xavier_uniform_(fused)
+    else:
+        nn.init.normal_(fused, std=0.02)
+    for proj, part in zip((attn.q_proj, attn.k_proj, attn.v_proj), fused.split(cfg.n_embd)):
+        proj.weight.copy_(part)
+
+
 class ModelOutput(TypedDict, total=False):
     """What MiniFormer.forward returns: logits always; the rest when targets are given or asked for."""
 
@@ -180,13 +195,15 @@ class MiniFormer(nn.Module):
         for name, p in self.named_parameters():
             if name.startswith("position."):  # each method initialises its own (same order: same random draws)
                 self.position.init_parameter(name.removeprefix("position."), p, cfg.init, embed_std)
-            elif p.dim() < 2:
-                continue  # norms and biases: ones and zeros (torch's defaults)
+            elif p.dim() < 2 or name.endswith(("k_proj.weight", "v_proj.weight")):
+                continue  # norms and biases: ones and zeros (torch's defaults); k and v: drawn with q below
             elif name == "wte.weight":
                 nn.init.normal_(p, std=0.02 if cfg.init == "gpt2" else cfg.n_embd**-0.5)
+            elif name.endswith("q_proj.weight"):
+                init_qkv(self.get_submodule(name.removesuffix(".q_proj.weight")), cfg)
             elif cfg.init == "vaswani":
                 nn.init.xavier_uniform_(p)
-            elif name.endswith("proj.weight"):
+            elif name.endswith(RESIDUAL_OUTPUTS):
                 nn.init.normal_(p, std=0.02 / (2 * cfg.n_layer) ** 0.5)
             else:
                 nn.init.normal_(p, std=0.02)
@@ -200,17 +217,14 @@ class MiniFormer(nn.Module):
             block.attn.primitives = primitives
         return self
 
-    def default_mask(self, T: int, device: torch.device) -> Tensor | None:
-        """The mask used when the objective supplies none: causal, or nothing at all when cfg.causal is off."""
-        return make_causal_mask(T, device) if self.cfg.causal else None
-
     def mask_for(self, T: int, start: int, attn_mask: Tensor | None, device: torch.device) -> Tensor | None:
         """The mask T new queries attend under, after ``start`` cached positions: the objective's if given, else the
-        model's default; with a cache, every cached key and the new keys up to the query itself."""
+        model's default (causal, or none at all when cfg.causal is off); with a cache, every cached key and the new
+        keys up to the query itself."""
         if attn_mask is not None:
             return attn_mask[:, None] if attn_mask.dim() == 3 else attn_mask  # (B,T,T) -> (B,1,T,T): over heads
         if start == 0:
-            return self.default_mask(T, device)
+            return make_causal_mask(T, device) if self.cfg.causal else None
         return None if T == 1 else torch.ones(T, start + T, dtype=torch.bool, device=device).tril(start)
 
     def forward(

@@ -38,7 +38,7 @@ class PositionMethod(nn.Module):
         return None
 
     def rotary(self, T: int, device: torch.device, start: int = 0):  # -> RotaryFn | None
-        """A function (qkv, roles) -> q, k, v of shape (B,T,H,D), q and k rotated inside qkv (in place); or None."""
+        """A function (q, k) -> the two rotated, each of shape (B,T,H,D); or None."""
         return None
 
     def score_bias(self, T: int, device: torch.device, start: int = 0) -> Tensor | None:
@@ -148,15 +148,11 @@ class Rotary(PositionMethod):
         # H·D/2 contiguous numbers per token instead of broadcasting D/2 (benchmarks/bench_rope.py compares the two).
         rot = self.rotations(start + T, device)[start:, None, :].expand(-1, self.n_head, -1).contiguous()
 
-        def split_rotate(qkv: Tensor, roles: tuple[int, int, int]) -> tuple[Tensor, Tensor, Tensor]:
-            """Split the fused (B, T, 3C) projection into (B, T, H, D) query, key, value; rotate query and key."""
-            batch, length, width3 = qkv.shape
-            heads = (batch, length, self.n_head, self.head_dim)
-            parts = qkv.split(width3 // 3, dim=2)
-            q, k, v = (parts[i].view(heads) for i in roles)
-            return apply_rotary(q, rot), apply_rotary(k, rot), v
+        def rotate_qk(q: Tensor, k: Tensor) -> tuple[Tensor, Tensor]:
+            """Rotate the (B, T, H, D) query and key; the values are not rotated."""
+            return apply_rotary(q, rot), apply_rotary(k, rot)
 
-        return split_rotate
+        return rotate_qk
 
 
 def complex_pairs(x: Tensor) -> Tensor:

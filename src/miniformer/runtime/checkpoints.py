@@ -10,6 +10,7 @@ import json
 from pathlib import Path
 
 import torch
+from torch import Tensor
 
 from miniformer.errors import UserError
 from miniformer.network.model import MiniFormer, ModelConfig
@@ -48,8 +49,26 @@ def load_run_model(run_dir: Path, device: torch.device) -> tuple[MiniFormer, dic
         raise UserError(f"no checkpoint at {str(path)!r}; train this run first (`miniformer train`)")
     s = read_checkpoint(path, device, "re-train this run")
     model = MiniFormer(ModelConfig.from_dict(json.loads(s["model_config"]))).to(device)
-    model.load_state_dict(s["model"])
+    model.load_state_dict(renamed_state(s["model"]))
     return model.eval(), json.loads(s["config"]), s
+
+
+_OLD_NAMES = {".attn.proj.": ".attn.o_proj.", ".mlp.fc.": ".mlp.up_proj.", ".mlp.proj.": ".mlp.down_proj."}
+
+
+def renamed_state(state: dict[str, Tensor]) -> dict[str, Tensor]:
+    """A checkpoint written before the attention's fused qkv was split into q_proj/k_proj/v_proj (and attn.proj,
+    mlp.fc, mlp.proj renamed) under today's names, so that runs trained then still score, generate and export."""
+    out: dict[str, Tensor] = {}
+    for name, tensor in state.items():
+        if ".attn.qkv." in name:
+            for role, part in zip("qkv", tensor.chunk(3)):
+                out[name.replace(".attn.qkv.", f".attn.{role}_proj.")] = part
+            continue
+        for old, new in _OLD_NAMES.items():
+            name = name.replace(old, new)
+        out[name] = tensor
+    return out
 
 
 def training_finished(ckpt: dict, steps: int) -> bool:

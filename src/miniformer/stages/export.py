@@ -1,83 +1,209 @@
 """`miniformer export RUN DIR`: a trained run as a model someone else can load, without the study tree.
 
-The folder holds the weights (safetensors: plain tensors, no pickled code, no optimizer state), the model config,
-the tokenizer, and a model card (README.md). ``miniformer.load(DIR)`` gives back a model and tokenizer that generate
-and score exactly as the run's checkpoint does. provenance.json records the training's fingerprint and a digest of
-each file load reads, so an edited config (another head count, another position method) or tokenizer is refused
-rather than loaded into other numbers.
+The folder is a Hugging Face model folder: the weights (safetensors: plain tensors, no pickled code, no optimizer
+state), config.json, the tokenizer in the `tokenizers` library's format, a generation config, the modeling code
+transformers loads with ``trust_remote_code=True`` (see miniformer.hub) and a model card with Hub metadata.
+``miniformer.load(DIR)`` gives back a model and tokenizer that generate and score exactly as the run's checkpoint
+does. provenance.json records the training's fingerprint and a digest of each file load reads, so an edited config
+(another head count, another position method) or tokenizer is refused rather than loaded into other numbers.
 """
 
 from __future__ import annotations
 
 import json
 import math
+import os
+import shutil
 import subprocess
+from dataclasses import dataclass
 from pathlib import Path
 
 import torch
+import yaml
 
 from miniformer.errors import UserError
 from miniformer.network.flops import count_params
 from miniformer.network.model import MiniFormer, ModelConfig
+from miniformer.network.objectives import OBJECTIVES, Specials
 from miniformer.runtime.files import atomic_write_text
 from miniformer.runtime.provenance import check_digest, digests, read_sealed_json, write_sealed_json
-from miniformer.tokenizer import tokenizer_from_json
+from miniformer.tokenizer import BPETokenizer, CharTokenizer, library_format, tokenizer_from_json
 
 WEIGHTS, CONFIG, TOKENIZER, CARD = "model.safetensors", "config.json", "tokenizer.json", "README.md"
-PROVENANCE = "provenance.json"
+TOKENIZER_CONFIG, GENERATION, PROVENANCE = "tokenizer_config.json", "generation_config.json", "provenance.json"
 CHECKED = (WEIGHTS, CONFIG, TOKENIZER)  # what load reads (the card is prose a user may edit for the Hub)
+HUB = Path(__file__).resolve().parent.parent / "hub"
+MODELING = ("configuration_miniformer.py", "modeling_miniformer.py")  # copied as they are
+NETWORK_FILE = "miniformer_network.py"  # written from the package's network modules (hub/network_file.py)
+MASK_TOKEN = "[MASK]"
+
+
+def special_tokens(base_vocab: int) -> list[str]:
+    """The names of the ids above the tokenizer's vocabulary, in id order: [MASK], then T5's sentinel names."""
+    return [MASK_TOKEN] + [f"<extra_id_{k}>" for k in range(Specials(base_vocab).n_sentinels)]
 
 
 def _commit() -> str:
     try:
-        done = subprocess.run(["git", "rev-parse", "--short", "HEAD"], capture_output=True, text=True, timeout=10)
+        done = subprocess.run(["git", "rev-parse", "--short", "HEAD"], capture_output=True, text=True, timeout=10,
+                              cwd=Path(__file__).resolve().parent)
     except OSError:
         return "unknown"
     return done.stdout.strip() or "unknown"
 
 
-def _val_interval(windows: dict | None) -> str:
-    """Val loss ± the 95 % normal interval of its per-window mean (evaluation sampling only: one run, one seed)."""
+def val_interval(windows: dict | None) -> tuple[float, float, int] | None:
+    """Val loss, the half-width of the 95 % normal interval of its per-window mean, and the number of windows
+    (evaluation sampling only: one run, one seed); None when the run was not evaluated."""
     if not windows or "val" not in windows:
-        return "not evaluated (run `miniformer evaluate` first for a val loss)"
+        return None
     sums, counts = windows["val"]["sum"], windows["val"]["count"]
     per_window = [s / c for s, c in zip(sums, counts) if c]
     mean = sum(sums) / sum(counts)
     n = len(per_window)
     sd = math.sqrt(sum((x - mean) ** 2 for x in per_window) / (n - 1)) if n > 1 else float("nan")
-    return f"{mean:.4f} ± {1.96 * sd / math.sqrt(n):.4f} nats per token (95 % interval over {n} val windows; " \
-           "evaluation sampling only, no seed spread)"
+    return mean, 1.96 * sd / math.sqrt(n), n
 
 
-def model_card(config: dict, model: MiniFormer, meta: dict, windows: dict | None, name: str) -> str:
-    cfg = config["model"]
-    return f"""# miniformer model: {name}
+@dataclass
+class ExportSource:
+    """What an export says about where its model came from."""
 
-A decoder-only Transformer trained by the miniformer study (run `{name}`, commit {_commit()}).
+    name: str  # the run (or a fine-tune of it)
+    config: dict  # {"model": ..., "train": ...}: the run's params; a fine-tune adds what it did under "finetune"
+    meta: dict  # the prepared data's meta.json: tokenizer, corpus, splits
+    fingerprint: str | None  # the training's fingerprint (None: a model trained outside the study, e.g. a LoRA merge)
+    windows: dict | None  # the evaluation's per-window val losses of this very model, or None
+    prompt: str  # a few tokens of the corpus, for the card's snippets
+
+    @property
+    def objective(self) -> str:
+        return self.config["train"]["objective"]
+
+
+def _metadata(source: ExportSource, model: MiniFormer) -> str:
+    """The card's YAML block: what the Hub shows beside the model and indexes it by."""
+    left_to_right = OBJECTIVES[source.objective].left_to_right
+    tags = ["miniformer", "custom_code", f"{source.objective}-lm", f"pos-{model.cfg.pos}",
+            f"{source.meta['tokenizer']}-tokenizer"]
+    meta: dict = {"license": "mit", "library_name": "transformers", "pipeline_tag":
+                  "text-generation" if left_to_right else "fill-mask", "tags": tags,
+                  "datasets": [str(source.meta["corpus"])]}
+    interval = val_interval(source.windows)
+    if interval is not None:
+        loss, half, n = interval
+        metrics = [{"type": "loss", "name": f"val loss (nats per token, {n} windows)", "value": round(loss, 4)},
+                   {"type": "loss_ci95_half_width", "name": "95 % interval half-width (evaluation sampling only)",
+                    "value": round(half, 4)},
+                   {"type": "perplexity", "name": "val perplexity", "value": round(math.exp(loss), 3)}]
+        task = "text-generation" if left_to_right else "fill-mask"
+        meta["model-index"] = [{"name": source.name, "results": [{
+            "task": {"type": task, "name": f"{source.objective} language modelling"},
+            "dataset": {"type": str(source.meta["corpus"]), "name": f"{source.meta['corpus']} (val split)",
+                        "split": "val"},
+            "metrics": metrics}]}]
+    return "---\n" + yaml.safe_dump(meta, allow_unicode=True, sort_keys=False) + "---\n"
+
+
+def _val_line(windows: dict | None) -> str:
+    interval = val_interval(windows)
+    if interval is None:
+        return "not evaluated (run `miniformer evaluate` first for a val loss)"
+    loss, half, n = interval
+    return (f"{loss:.4f} ± {half:.4f} nats per token (95 % interval over {n} val windows; evaluation sampling only, "
+            "no seed spread)")
+
+
+def _snippets(source: ExportSource, folder: Path) -> str:
+    """Code that runs as written from any folder: transformers (the Hub's way) and miniformer's own."""
+    where, prompt = json.dumps(str(folder.resolve())), json.dumps(source.prompt, ensure_ascii=False)
+    if OBJECTIVES[source.objective].left_to_right:
+        reading = "" if source.objective == "causal" else ", prefix_length=ids.size(1)"
+        hf = f"""from transformers import AutoModelForCausalLM, AutoTokenizer
+
+folder = {where}
+tokenizer = AutoTokenizer.from_pretrained(folder)
+model = AutoModelForCausalLM.from_pretrained(folder, trust_remote_code=True)
+ids = tokenizer({prompt}, return_tensors="pt").input_ids
+out = model.generate(ids, max_new_tokens=60, do_sample=True, temperature=0.8, top_k=20{reading})
+print(tokenizer.decode(out[0], skip_special_tokens=True))"""
+        own_generate = "model.generate(ids, 60, temperature=0.8, top_k=20, allowed_vocab=tokenizer.vocab_size" + (
+            ")" if source.objective == "causal" else ", prefix_len=ids.size(1))")
+        own = f"""import torch
+
+import miniformer
+
+model, tokenizer = miniformer.load({where})
+ids = torch.tensor([tokenizer.encode({prompt})])
+print(tokenizer.decode({own_generate}[0].tolist()))"""
+    else:
+        hf = f"""import torch
+from transformers import AutoModelForMaskedLM, AutoTokenizer
+
+folder = {where}
+tokenizer = AutoTokenizer.from_pretrained(folder)
+model = AutoModelForMaskedLM.from_pretrained(folder, trust_remote_code=True)
+ids = tokenizer({prompt}, return_tensors="pt").input_ids
+ids[0, 1] = tokenizer.mask_token_id  # hide the second token
+guess = model(ids).logits[0, 1, : model.config.base_vocab].argmax()
+print(tokenizer.decode([guess]))"""
+        own = f"""import torch
+
+import miniformer
+
+model, tokenizer = miniformer.load({where})
+ids = torch.tensor([tokenizer.encode({prompt})])
+print(model(ids, attn_mask=torch.ones(ids.size(1), ids.size(1), dtype=torch.bool))["logits"].shape)"""
+    return f"""## Load it
+
+With transformers (`pip install transformers`; the folder's own modeling code runs, hence `trust_remote_code`):
+
+```python
+{hf}
+```
+
+With miniformer (`pip install miniformer` from the study's repository):
+
+```python
+{own}
+```
+"""
+
+
+def model_card(source: ExportSource, model: MiniFormer, folder: Path) -> str:
+    cfg, train, meta = model.cfg, source.config["train"], source.meta
+    finetune = source.config.get("finetune")
+    trained = f"{train['steps']} steps, batch {train['batch_size']}, lr {train['lr']}"
+    return f"""{_metadata(source, model)}
+# miniformer model: {source.name}
+
+A decoder-only Transformer trained by the miniformer study (run `{source.name}`, commit {_commit()}): a small model
+for studying what each part of a Transformer does, trained for minutes on one corpus. It is **not** a general-purpose
+language model: it knows the characters and phrases of its corpus ({meta['corpus']}) and nothing else, and has had no
+instruction tuning, filtering or safety work.
 
 | | |
 |---|---|
-| objective | {config['train']['objective']} |
-| positions | {cfg['pos']} |
-| layers × heads × width | {cfg['n_layer']} × {cfg['n_head']} × {cfg['n_embd']} |
-| block size (training length) | {cfg['block_size']} |
-| norm, placement, residual | {cfg['norm']}, {cfg['norm_placement']}, {cfg['residual']} |
+| objective | {source.objective} |
+| positions | {cfg.pos} |
+| layers × heads × width | {cfg.n_layer} × {cfg.n_head} × {cfg.n_embd} |
+| block size (training length) | {cfg.block_size} |
+| norm, placement, residual | {cfg.norm}, {cfg.norm_placement}, {cfg.residual} |
 | parameters | {count_params(model):,} |
-| training | {config['train']['steps']} steps, batch {config['train']['batch_size']}, lr {config['train']['lr']} |
-| tokenizer | {meta['tokenizer']}, {meta['vocab_size']} tokens |
+| training | {trained} |
+| fine-tune | {json.dumps(finetune, ensure_ascii=False) if finetune else "none"} |
+| tokenizer | {meta['tokenizer']}, {meta['vocab_size']} tokens (+ {len(special_tokens(meta['vocab_size']))} special) |
 | corpus | {meta['corpus']} (train / val / test split: {meta.get('sources', {})}) |
-| val loss | {_val_interval(windows)} |
+| val loss | {_val_line(source.windows)} |
 
-## Load it
+Attention projections are named `q_proj`, `k_proj`, `v_proj`, `o_proj` and the MLP's `up_proj`, `down_proj`, the names
+LoRA recipes target (peft's `target_modules`).
 
-```python
-import miniformer
-model, tokenizer = miniformer.load("{name.replace('/', '_')}")   # this folder
-ids = torch.tensor([tokenizer.encode("Romeo:")])
-print(tokenizer.decode(model.generate(ids, 100, temperature=0.8, top_k=20)[0].tolist()))
-```
-
-Files: `{WEIGHTS}` (weights, safetensors), `{CONFIG}` (model config and training params), `{TOKENIZER}`.
+{_snippets(source, folder)}
+Files: `{WEIGHTS}` (weights, safetensors), `{CONFIG}` (transformers config with the model config and training params),
+`{TOKENIZER}` (the `tokenizers` library's format), `{GENERATION}` (keeps the special tokens out of generated text),
+`{MODELING[0]}`, `{MODELING[1]}`, `{NETWORK_FILE}` (the modeling code), `{PROVENANCE}` (digests `miniformer.load`
+checks).
 """
 
 
@@ -96,9 +222,79 @@ def evaluation_windows(eval_folder: Path | None, ckpt: dict) -> dict | None:
         return None
 
 
-def export_run(run_path: Path, meta: dict, eval_folder: Path | None, out: Path, name: str) -> Path:
+def _hub_config(model: MiniFormer, source: ExportSource) -> dict:
+    """config.json: what transformers reads (model_type, auto_map) around what miniformer.load reads (model)."""
+    left_to_right = OBJECTIVES[source.objective].left_to_right
+    head = "MiniFormerForCausalLM" if left_to_right else "MiniFormerForMaskedLM"
+    auto = "AutoModelForCausalLM" if left_to_right else "AutoModelForMaskedLM"
+    extra = {k: v for k, v in source.config.items() if k not in ("model", "train")}
+    return {"model_type": "miniformer", "architectures": [head],
+            "auto_map": {"AutoConfig": "configuration_miniformer.MiniFormerConfig",
+                         auto: f"modeling_miniformer.{head}"},
+            "model": model.cfg.to_dict(), "train": source.config["train"], **extra,
+            "base_vocab": source.meta["vocab_size"], "vocab_size": model.cfg.vocab_size,
+            "tie_word_embeddings": model.cfg.tie_weights, "use_cache": False}
+
+
+def _tokenizer_config(model: MiniFormer, base_vocab: int) -> dict:
+    """What AutoTokenizer reads beside tokenizer.json: the class, the special tokens, and no space clean-up (a
+    character model's text comes back exactly as it went in)."""
+    names = special_tokens(base_vocab)
+    past_block = model.position.undefined_past_block is not None
+    return {"tokenizer_class": "PreTrainedTokenizerFast", "clean_up_tokenization_spaces": False,
+            "mask_token": MASK_TOKEN, "additional_special_tokens": names[1:],
+            "model_max_length": model.cfg.block_size if past_block else 1_000_000}
+
+
+def write_export(model: MiniFormer, source: ExportSource, out: Path) -> Path:
+    """Write ``model`` as a Hugging Face model folder ``out`` (new or empty); every file readable by all (0644)."""
     from safetensors.torch import save_model
 
+    from miniformer.hub.network_file import network_source
+
+    out = Path(out)
+    if out.exists() and any(out.iterdir()):
+        raise UserError(f"{str(out)!r} is not empty; export into a new folder")
+    tokenizer = tokenizer_from_json(source.meta["tokenizer_json"])
+    base = source.meta["vocab_size"]
+    try:
+        out.mkdir(parents=True, exist_ok=True)
+        save_model(model, str(out / WEIGHTS))  # tied embedding and head: stored once
+    except Exception as e:  # noqa: BLE001 - OSError, or safetensors' own error for the same unwritable file
+        raise UserError(f"cannot write the export into {str(out)!r} ({getattr(e, 'strerror', None) or e}); choose a "
+                        "folder you can write to") from None
+    generation = {"suppress_tokens": list(range(base, model.cfg.vocab_size)), "use_cache": False}
+    texts = {CONFIG: json.dumps(_hub_config(model, source), indent=1),
+             TOKENIZER: library_format(tokenizer, special_tokens(base)),
+             TOKENIZER_CONFIG: json.dumps(_tokenizer_config(model, base), indent=1),
+             GENERATION: json.dumps(generation, indent=1),
+             NETWORK_FILE: network_source(),
+             CARD: model_card(source, model, out)}
+    for name, text in texts.items():
+        atomic_write_text(out / name, text)
+    for name in MODELING:
+        shutil.copyfile(HUB / name, out / name)
+    write_sealed_json(out / PROVENANCE, {"fingerprint": source.fingerprint, "files": digests(out, CHECKED)})
+    mode = 0o666 & ~_umask()
+    for path in out.iterdir():
+        path.chmod(mode)
+    return out
+
+
+def _umask() -> int:
+    current = os.umask(0)
+    os.umask(current)
+    return current
+
+
+def corpus_prompt(text: str, length: int = 12) -> str:
+    """The start of the first line of ``text`` (the val split) with some words on it: the snippets' prompt, which the
+    tokenizer is sure to read (a character the train split lacks would be refused)."""
+    lines = [line.strip() for line in text.splitlines() if len(line.strip()) >= 4]
+    return (lines[0] if lines else text.strip())[:length]
+
+
+def export_run(run_path: Path, meta: dict, eval_folder: Path | None, out: Path, name: str, prompt: str) -> Path:
     from miniformer.runtime.checkpoints import load_run_model, training_finished
 
     model, config, ckpt = load_run_model(run_path, torch.device("cpu"))
@@ -108,24 +304,12 @@ def export_run(run_path: Path, meta: dict, eval_folder: Path | None, out: Path, 
                         "training before exporting it")
     if meta["tokenizer_hash"] != ckpt["tokenizer_hash"]:
         raise UserError(f"run {name} was trained with another tokenizer than the prepared data's; pass --data")
-    out = Path(out)
-    if out.exists() and any(out.iterdir()):
-        raise UserError(f"{str(out)!r} is not empty; export into a new folder")
-    try:
-        out.mkdir(parents=True, exist_ok=True)
-        save_model(model, str(out / WEIGHTS))  # tied embedding and head: stored once
-    except Exception as e:  # noqa: BLE001 - OSError, or safetensors' own error for the same unwritable file
-        raise UserError(f"cannot write the export into {str(out)!r} ({getattr(e, 'strerror', None) or e}); choose a "
-                        "folder you can write to") from None
-    config_out = {"model": model.cfg.to_dict(), "train": config["train"], "base_vocab": meta["vocab_size"]}
-    atomic_write_text(out / CONFIG, json.dumps(config_out, indent=1))
-    atomic_write_text(out / TOKENIZER, meta["tokenizer_json"])
-    atomic_write_text(out / CARD, model_card(config, model, meta, windows, name))
-    write_sealed_json(out / PROVENANCE, {"fingerprint": ckpt.get("fingerprint"), "files": digests(out, CHECKED)})
-    return out
+    source = ExportSource(name, {"model": config["model"], "train": config["train"]}, meta, ckpt.get("fingerprint"),
+                          windows, prompt)
+    return write_export(model, source, out)
 
 
-def load(path: str | Path):
+def load(path: str | Path) -> tuple[MiniFormer, CharTokenizer | BPETokenizer]:
     """A model exported by `miniformer export` and its tokenizer: ``model, tokenizer = miniformer.load(DIR)``."""
     from safetensors.torch import load_model
 

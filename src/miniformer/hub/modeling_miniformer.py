@@ -1,0 +1,84 @@
+"""transformers classes around the mini-former: a causal LM (causal, prefix and span-corruption objectives) and a
+masked LM (the MLM objective), each reading a text the way its objective trained it to."""
+
+from __future__ import annotations
+
+import torch
+from torch import Tensor
+from transformers import GenerationMixin, PreTrainedModel
+from transformers.modeling_outputs import CausalLMOutput, MaskedLMOutput
+
+from .configuration_miniformer import MiniFormerConfig
+from .miniformer_network import MiniFormer, ModelConfig, PositionMethod, build_position, prefix_mask
+
+
+class MiniFormerPreTrainedModel(PreTrainedModel):
+    config_class = MiniFormerConfig
+    base_model_prefix = "net"
+    _tied_weights_keys = {"net.lm_head.weight": "net.wte.weight"}
+
+    def __init__(self, config: MiniFormerConfig) -> None:
+        super().__init__(config)
+        self.net = MiniFormer(ModelConfig.from_dict(config.model))
+        self.post_init()
+
+    @torch.no_grad()
+    def _init_weights(self, module: torch.nn.Module) -> None:
+        """No weight: from_pretrained loads every one. What it does not load are the position method's constants
+        (RoPE's frequencies, ALiBi's slopes: buffers outside the weights file), computed again here."""
+        if isinstance(module, PositionMethod):
+            cfg = self.config.model
+            fresh = build_position(cfg["pos"], cfg["block_size"], cfg["n_embd"], cfg["n_head"])
+            for name, buffer in fresh.named_buffers():
+                module.get_buffer(name).copy_(buffer)
+            if hasattr(module, "_cache"):
+                module._cache = None  # rotations computed from the buffer before it was set
+
+    def get_input_embeddings(self) -> torch.nn.Module:
+        return self.net.wte
+
+    def get_output_embeddings(self) -> torch.nn.Module:
+        return self.net.lm_head
+
+    def _unpadded(self, input_ids: Tensor, attention_mask: Tensor | None) -> None:
+        if attention_mask is not None and not bool(attention_mask.all()):
+            raise ValueError("miniformer reads unpadded texts only: pass one text, or texts of equal length")
+
+    @staticmethod
+    def _loss(logits: Tensor, labels: Tensor | None, shift: bool) -> Tensor | None:
+        if labels is None:
+            return None
+        if shift:  # transformers' convention for causal LMs: labels are the inputs, the shift happens here
+            logits, labels = logits[:, :-1], labels[:, 1:]
+        return torch.nn.functional.cross_entropy(logits.reshape(-1, logits.size(-1)), labels.reshape(-1),
+                                                 ignore_index=-100)
+
+
+class MiniFormerForCausalLM(MiniFormerPreTrainedModel, GenerationMixin):
+    """Left to right, as a causal LM trained; ``prefix_length=n`` reads the first n tokens bidirectionally (the prefix
+    LM's and span corruption's reading of their input). Each generated token recomputes the whole text: no KV cache."""
+
+    def forward(self, input_ids: Tensor, attention_mask: Tensor | None = None, labels: Tensor | None = None,
+                prefix_length: int | None = None, **_) -> CausalLMOutput:
+        self._unpadded(input_ids, attention_mask)
+        mask = None
+        if prefix_length is not None:
+            lengths = torch.full((input_ids.size(0),), prefix_length, device=input_ids.device)
+            mask = prefix_mask(lengths, input_ids.size(1), input_ids.device)
+        logits = self.net(input_ids, attn_mask=mask)["logits"]
+        return CausalLMOutput(loss=self._loss(logits, labels, shift=True), logits=logits)
+
+    def prepare_inputs_for_generation(self, input_ids: Tensor, attention_mask: Tensor | None = None,
+                                      prefix_length: int | None = None, **_) -> dict:
+        return {"input_ids": input_ids, "attention_mask": attention_mask, "prefix_length": prefix_length}
+
+
+class MiniFormerForMaskedLM(MiniFormerPreTrainedModel):
+    """Every token sees every other, as the masked LM trained; put [MASK] where a token is to be guessed."""
+
+    def forward(self, input_ids: Tensor, attention_mask: Tensor | None = None, labels: Tensor | None = None,
+                **_) -> MaskedLMOutput:
+        self._unpadded(input_ids, attention_mask)
+        T = input_ids.size(1)
+        logits = self.net(input_ids, attn_mask=torch.ones(T, T, dtype=torch.bool, device=input_ids.device))["logits"]
+        return MaskedLMOutput(loss=self._loss(logits, labels, shift=False), logits=logits)
