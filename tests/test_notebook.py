@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import sys
 from pathlib import Path
 
@@ -128,6 +129,12 @@ def test_the_notebook_runs_headless(tmp_path, monkeypatch):
               for o in c.outputs if "image/png" in o.get("data", {})]
     assert any("attention_heatmap" in s for s in images) and any("plt.plot(log.step" in s for s in images)
     assert not list(tmp_path.glob("miniformer-course-*"))  # the last cell removed its temporary folder
+    # §7: LoRA on q_proj and v_proj only (2 layers × 2 projections × r 8 × (64 + 64)), the loss lowered on held-out
+    # lines of the new plays, the merged model exported and loaded back with its own logits
+    assert "trainable params: 4,096 " in printed
+    before, after = map(float, re.search(r"before LoRA ([\d.]+) -> after ([\d.]+)", printed).groups())
+    assert after < before, (before, after)
+    assert "loaded back: the same logits" in printed
 
 
 # The same three mistakes, as a student would type them into the exercise cell.

@@ -4,6 +4,7 @@ The public API for a model handed on by `miniformer export RUN DIR`:
 
     import miniformer
     model, tokenizer = miniformer.load(DIR)
+    miniformer.export(model, DATA_DIR, OUT_DIR, name, train)   # an in-memory model (e.g. a LoRA merge) as an export
 """
 
 
@@ -12,3 +13,10 @@ def load(path):
     from miniformer.stages.export import load as _load
 
     return _load(path)
+
+
+def export(model, data_dir, out, name, train, finetune=None):
+    """An in-memory model as a Hugging Face model folder (see miniformer.stages.export.export_model)."""
+    from miniformer.stages.export import export_model
+
+    return export_model(model, data_dir, out, name, train, finetune)

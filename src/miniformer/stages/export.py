@@ -122,7 +122,7 @@ def _snippets(source: ExportSource, folder: Path) -> str:
         hf = f"""from transformers import AutoModelForCausalLM, AutoTokenizer
 
 folder = {where}
-tokenizer = AutoTokenizer.from_pretrained(folder)
+tokenizer = AutoTokenizer.from_pretrained(folder, trust_remote_code=True)
 model = AutoModelForCausalLM.from_pretrained(folder, trust_remote_code=True)
 ids = tokenizer({prompt}, return_tensors="pt").input_ids
 out = model.generate(ids, max_new_tokens=60, do_sample=True, temperature=0.8, top_k=20{reading})
@@ -141,7 +141,7 @@ print(tokenizer.decode({own_generate}[0].tolist()))"""
 from transformers import AutoModelForMaskedLM, AutoTokenizer
 
 folder = {where}
-tokenizer = AutoTokenizer.from_pretrained(folder)
+tokenizer = AutoTokenizer.from_pretrained(folder, trust_remote_code=True)
 model = AutoModelForMaskedLM.from_pretrained(folder, trust_remote_code=True)
 ids = tokenizer({prompt}, return_tensors="pt").input_ids
 ids[0, 1] = tokenizer.mask_token_id  # hide the second token
@@ -173,7 +173,7 @@ With miniformer (`pip install miniformer` from the study's repository):
 def model_card(source: ExportSource, model: MiniFormer, folder: Path) -> str:
     cfg, train, meta = model.cfg, source.config["train"], source.meta
     finetune = source.config.get("finetune")
-    trained = f"{train['steps']} steps, batch {train['batch_size']}, lr {train['lr']}"
+    trained = f"{train.get('steps', '?')} steps, batch {train.get('batch_size', '?')}, lr {train.get('lr', '?')}"
     return f"""{_metadata(source, model)}
 # miniformer model: {source.name}
 
@@ -307,6 +307,22 @@ def export_run(run_path: Path, meta: dict, eval_folder: Path | None, out: Path, 
     source = ExportSource(name, {"model": config["model"], "train": config["train"]}, meta, ckpt.get("fingerprint"),
                           windows, prompt)
     return write_export(model, source, out)
+
+
+def export_model(model: MiniFormer, data_dir: Path, out: Path, name: str, train: dict,
+                 finetune: dict | None = None) -> Path:
+    """An in-memory model (a LoRA fine-tune merged into its weights, a model trained in a notebook) as an export, with
+    the tokenizer of the prepared data it was trained on. It carries no study fingerprint and no evaluation: the card
+    says "not evaluated", and ``finetune`` (what was done to it, as a dict) is written into config.json and the card."""
+    from miniformer.runtime.tokendata import TokenData
+
+    data = TokenData(Path(data_dir))
+    if data.vocab_size != model.cfg.vocab_size - len(special_tokens(data.vocab_size)):
+        raise UserError(f"the model's vocabulary ({model.cfg.vocab_size}) is not the one of {str(data_dir)!r}'s "
+                        "tokenizer; pass the data folder it was trained on")
+    config = {"model": model.cfg.to_dict(), "train": train, **({"finetune": finetune} if finetune else {})}
+    prompt = corpus_prompt(data.tokenizer.decode(data.splits["val"][:2000].tolist()))
+    return write_export(model.eval(), ExportSource(name, config, data.meta, None, None, prompt), out)
 
 
 def load(path: str | Path) -> tuple[MiniFormer, CharTokenizer | BPETokenizer]:
