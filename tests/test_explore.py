@@ -382,3 +382,13 @@ def test_a_hoverable_attention_page_names_query_key_and_weight_under_the_mouse(t
 def test_html_and_figure_outputs_are_not_mixed(trained, tmp_path, capsys):
     assert run(trained, "attention", "baseline", "--text", "thou", "--html", "-o", str(tmp_path / "a.png")) == 2
     assert "--html writes a hoverable page" in capsys.readouterr().err
+
+
+def test_attention_without_o_writes_beside_the_runs_not_into_the_current_folder(trained, tmp_path, monkeypatch,
+                                                                                 capsys):
+    monkeypatch.chdir(tmp_path)
+    for flags, suffix in (([], ".png"), (["--html"], ".html")):
+        assert run(trained, "attention", "baseline", "--text", "thou hath", *flags) == 0
+        written = trained / "results" / "explore" / f"attention-baseline{suffix}"
+        assert written.stat().st_size > 0 and f"wrote {written}" in capsys.readouterr().out
+    assert list(tmp_path.iterdir()) == []

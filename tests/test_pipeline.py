@@ -431,3 +431,29 @@ def test_a_deleted_or_half_written_output_is_remade_by_a_plain_rerun_of_either_t
     assert "run@baseline" in dvc_changed_stages(study)
     sh(study, "dvc", "repro", "-q", timeout=1200)
     assert baseline_eval.exists() and digests_of(study, *numbers) == before
+
+
+def test_the_claims_table_is_data_and_compare_flags_a_changed_verdict(smk, tmp_path, capsys):
+    """The report writes the claims as JSON, CSV and LaTeX; `compare` finds nothing changed against the run itself
+    and exits 1 naming the claim when one verdict of the other side was edited."""
+    import csv
+
+    from miniformer.cli import main
+
+    results = smk / "results"
+    records = json.loads((results / "claims.json").read_text())
+    verdicts = json.loads((results / "verdicts.json").read_text())
+    assert sum(r["verdict"] == "reproduced" and r["counted"] for r in records) == verdicts["reproduced"]
+    rows = list(csv.DictReader((results / "claims.csv").open()))
+    assert len(rows) == sum(max(1, len(r["estimates"])) for r in records)
+    tex = (results / "claims.tex").read_text()
+    assert r"\toprule" in tex and r"\bottomrule" in tex and tex.count(r"\\") >= len(rows)
+    assert main(["compare", "--results", str(results), "--against", str(results / "claims.json")]) == 0
+    assert "0 verdict(s) changed, 0 effect(s) moved" in capsys.readouterr().out
+    edited = json.loads(json.dumps(records))
+    target = next(r for r in edited if r["counted"])
+    target["verdict"] = "contradicted" if target["verdict"] != "contradicted" else "reproduced"
+    (tmp_path / "claims.json").write_text(json.dumps(edited))
+    assert main(["compare", "--results", str(results), "--against", str(tmp_path)]) == 1
+    out = capsys.readouterr().out
+    assert f"CHANGED  {target['claim']}" in out and "1 verdict(s) changed" in out

@@ -1,7 +1,8 @@
 """The smoke study submitted to a real single-node Slurm through profiles/slurm (slow; needs Slurm + munge, root).
 
 .ci/run installs Debian's slurmctld, slurmd, slurm-client and munge. The node has no GPU, so the profile's GPU request
-for train jobs is overridden to 0 here; everything else is the project's profile as users run it.
+for train jobs is set to 0 here (MINIFORMER_SLURM_GPUS); everything else is the project's profile as users run it, with
+the test cluster's partition and account set as the profile asks.
 """
 
 from __future__ import annotations
@@ -28,10 +29,10 @@ def test_smoke_study_on_a_real_slurm(tmp_path):
     cluster = SlurmCluster(tmp_path / "slurm")
     cluster.start()
     try:
-        env = {**cluster.env, "PYTHONPATH": str(study / "src"), "PATH": f"{BIN}:{os.environ['PATH']}"}
+        env = {**cluster.env, "PYTHONPATH": str(study / "src"), "PATH": f"{BIN}:{os.environ['PATH']}",
+               "MINIFORMER_SLURM_PARTITION": "debug", "MINIFORMER_SLURM_ACCOUNT": "ci", "MINIFORMER_SLURM_GPUS": "0"}
         done = subprocess.run(
-            ["timeout", "-s", "KILL", "1200", str(BIN / "snakemake"), "all", "--workflow-profile", "profiles/slurm",
-             "--set-resources", "train:gpu=0"],
+            ["timeout", "-s", "KILL", "1200", str(BIN / "snakemake"), "all", "--workflow-profile", "profiles/slurm"],
             cwd=study, env=env, capture_output=True, text=True)
         tail = (done.stdout + done.stderr)[-4000:]
         assert done.returncode == 0, tail

@@ -78,6 +78,7 @@ COMMAND_FLAGS: dict[str, tuple[str, ...]] = {
     "aggregate": STUDY_FLAGS, "init-probe": ("params", "profile", "results"),
     "report": STUDY_FLAGS, "dvc-record": ("params", "profile"),
     "crosscheck": STUDY_FLAGS, "list": ("params", "profile"), "settle-times": (), "runs": ("results",),
+    "compare": ("results",),
     "generate": RUN_FLAGS, "score": RUN_FLAGS, "export": RUN_FLAGS, "attention": RUN_FLAGS,
 }
 INTERNAL = ("run-experiment", "dvc-record", "list")  # the DAG tools' entry points, kept out of the main help
@@ -217,6 +218,12 @@ def cmd_runs(args) -> None:
         print(line)
 
 
+def cmd_compare(args) -> int:
+    from miniformer.stages.compare import run_compare
+
+    return run_compare(Path(args.results), Path(args.against))
+
+
 def cmd_generate(args) -> None:
     from miniformer.stages import explore
 
@@ -273,9 +280,12 @@ def cmd_attention(args) -> None:
     from miniformer.stages import explore
 
     run = explore.load(args.run, Path(args.results), args.seed, Path(args.data), args.device)
-    out = args.out or Path("attention.html" if args.html else "attention.png")
+    # by default beside the run's other outputs, never into the folder the command runs in (a repository's root)
+    default = Path(args.results) / "explore" / f"attention-{args.run.replace('/', '_')}"
+    out = args.out or default.with_suffix(".html" if args.html else ".png")
     if args.html != (out.suffix == ".html"):
         raise UserError("--html writes a hoverable page: give it an -o ending in .html (and no --html for figures)")
+    out.parent.mkdir(parents=True, exist_ok=True)
     out = explore.attention_figure(run, args.text, args.layer, args.head, args.all, out)
     print(f"wrote {out}")
 
@@ -383,6 +393,10 @@ def build_parser() -> argparse.ArgumentParser:
     add("list", cmd_list, "print the active profile's runs")
     add("settle-times", cmd_settle_times, "after `dvc pull`: file times in DAG order, so Snakemake finds nothing stale")
     add("runs", cmd_runs, "list trained runs found under results/")
+    sp = add("compare", cmd_compare, "your run's claims beside the reference's: verdicts, effects ± intervals; exits 1 "
+             "when a verdict changed")
+    sp.add_argument("--against", default="docs", help="the reference: a claims.json, or a folder holding one "
+                    "(default: docs, the committed reference)")
 
     add_explore_commands(add)
     return p
@@ -430,7 +444,8 @@ def add_explore_commands(add) -> None:
     sp.add_argument("--html", action="store_true",
                     help="write a page of hoverable maps (query, key, weight per cell) instead of a figure")
     sp.add_argument("-o", "--out", type=output_file((*FIGURE_SUFFIXES, ".html")), default=None,
-                    help="figure file, .png, .svg or .pdf (default: attention.png), or .html with --html")
+                    help="figure file, .png, .svg or .pdf, or .html with --html "
+                    "(default: results/explore/attention-RUN.png or .html)")
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -439,7 +454,7 @@ def main(argv: list[str] | None = None) -> int:
     except SystemExit as e:  # --help (0) or a usage error (2, already printed as one line)
         return int(e.code or 0)
     try:
-        args.func(args)
+        code = args.func(args)  # None, or the command's own exit status (compare: 1 on a changed verdict)
     except UserError as e:
         print(f"miniformer: error: {e}", file=sys.stderr)
         return 2
@@ -453,7 +468,7 @@ def main(argv: list[str] | None = None) -> int:
         return 2
     except KeyboardInterrupt:
         return 130
-    return 0
+    return int(code or 0)
 
 
 if __name__ == "__main__":

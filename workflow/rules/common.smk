@@ -14,7 +14,24 @@ from miniformer.errors import UserError
 from miniformer.params import Study
 
 PROFILE = config.get("profile", "default")
+SLURM_SETTINGS = ("MINIFORMER_SLURM_PARTITION", "MINIFORMER_SLURM_ACCOUNT")  # profiles/slurm/config.yaml reads them
+
+
+def slurm_settings_problem(environ):
+    """Why the Slurm profile cannot submit yet (None: it can): the cluster's partition and account are the user's."""
+    unset = [name for name in SLURM_SETTINGS if not environ.get(name, "").strip()]
+    if not unset:
+        return None
+    return (f"the Slurm profile needs {' and '.join(unset)}: `export MINIFORMER_SLURM_PARTITION=<partition>` "
+            "(sinfo -s lists them) and `export MINIFORMER_SLURM_ACCOUNT=<account>` (sacctmgr show assoc user=$USER), "
+            "see profiles/slurm/config.yaml")
+
+
 try:
+    if config.get("cluster") == "slurm":
+        os.environ.setdefault("MINIFORMER_SLURM_GPUS", "1")  # the profile's GPUs per train job
+        if problem := slurm_settings_problem(os.environ):
+            raise UserError(problem)
     STUDY = Study.load("params.yaml", PROFILE)
     check_experiments(STUDY.experiments)  # a claim's experiment renamed away fails here, before anything trains
     check_versioned(STUDY.section("data")["corpus"])

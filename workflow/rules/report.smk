@@ -13,6 +13,10 @@ rule report:
     output:
         report("report/report.html", caption="../report/report.rst", category="Report"),
         "results/verdicts.json",
+        # the claims as data (study/claim_table.py): `miniformer compare`, a paper's table
+        "results/claims.json",
+        "results/claims.csv",
+        "results/claims.tex",
     log:
         "results/logs/report.log",
     shell:

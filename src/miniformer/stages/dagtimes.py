@@ -17,7 +17,8 @@ from miniformer.errors import UserError
 from miniformer.layout import AGGREGATES as AGGREGATE_FILES
 from miniformer.layout import DATA_DIR, INIT_FILE, PROVENANCE, RESULTS
 
-AGGREGATES = (*AGGREGATE_FILES, PROVENANCE, INIT_FILE, "verdicts.json", "tables", "plots")
+AGGREGATES = (*AGGREGATE_FILES, PROVENANCE, INIT_FILE, "verdicts.json", "claims.json", "claims.csv",
+              "claims.tex", "tables", "plots")
 
 
 def dag_levels(root: Path) -> list[list[Path]]:

@@ -35,6 +35,7 @@ from miniformer.runtime.files import atomic_write_text, write_json
 from miniformer.runtime.provenance import check_digest, read_sealed_json
 from miniformer.study import figures, hovermap
 from miniformer.study.bibliography import REFERENCES
+from miniformer.study.claim_table import claim_files
 from miniformer.study.claims import TESTS, check_experiments, claims
 from miniformer.study.findings import VERDICTS, Evidence, breakages, peer_comparisons
 from miniformer.study.roles import (
@@ -478,6 +479,8 @@ def build_report(study: Study, results: Path, out: Path, data_dir: Path = DATA_D
         proxy_count=sum(not c.counted for c in found),
     )
     atomic_write_text(out, html)
+    for name, text in claim_files(found).items():  # the claims as data: `miniformer compare`, a paper's table
+        atomic_write_text(results / name, text)
     write_json(results / "verdicts.json", {**verdict_totals(found), "proxy": sum(not c.counted for c in found),
                                            "contradicted at this budget": at_budget,
                                            "still changing": sum(c.still_changing for c in found)})

@@ -1,0 +1,97 @@
+"""`miniformer compare`: your run's claims beside a reference's, claim by claim.
+
+Both sides are claims.json files the report stage writes (study/claim_table.py). A verdict that differs is a change
+(the command exits 1, for CI). An effect "moved" when the two runs' estimates differ by more than the half-width of
+their difference, √(h₁² + h₂²) for two independent 95 % intervals: the cross-machine tolerance docs/README.md states.
+A smaller difference is what another machine's float order or thread count produces within the study's own noise.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from miniformer.errors import UserError
+from miniformer.study.claim_table import CLAIMS_JSON
+
+REFERENCE_CLAIMS = "default-study-claims.json"  # in docs/, beside the reference report
+
+
+def claims_file(path: Path) -> Path:
+    """A claims.json, or the one a folder holds (a results folder, or docs/ with the reference's)."""
+    if path.is_dir():
+        for name in (CLAIMS_JSON, REFERENCE_CLAIMS):
+            if (path / name).is_file():
+                return path / name
+        raise UserError(f"{str(path)!r} holds no {CLAIMS_JSON} or {REFERENCE_CLAIMS}; run the study (or `miniformer "
+                        "report`) first, which writes results/claims.json")
+    if not path.is_file():
+        raise UserError(f"no claims file at {str(path)!r}; pass a claims.json or a folder holding one")
+    return path
+
+
+def read_claims(path: Path) -> dict[str, dict]:
+    file = claims_file(path)
+    try:
+        records = json.loads(file.read_text(encoding="utf-8"))
+        return {r["claim"]: r for r in records}
+    except (OSError, ValueError, TypeError, KeyError):
+        raise UserError(f"{str(file)!r} is not a claims file (a list of claims with their estimates); write it again "
+                        "with `miniformer report`") from None
+
+
+def moved(mine: dict | None, theirs: dict | None) -> bool | None:
+    """Whether two estimates of one effect differ by more than their difference's 95 % half-width (None: cannot say)."""
+    if not mine or not theirs or None in (mine["effect"], theirs["effect"], mine["half_width"], theirs["half_width"]):
+        return None
+    return abs(mine["effect"] - theirs["effect"]) > math.hypot(mine["half_width"], theirs["half_width"])
+
+
+@dataclass
+class Comparison:
+    lines: list[str] = field(default_factory=list)
+    changed_verdicts: int = 0
+    moved_effects: int = 0
+    only_one_side: int = 0
+
+
+def _estimate_text(e: dict | None) -> str:
+    if not e or e["effect"] is None:
+        return "—"
+    half = "∞" if e["half_width"] is None else f"{e['half_width']:.3f}"
+    return f"{e['effect']:+.3f} ± {half}"
+
+
+def compare(mine: dict[str, dict], theirs: dict[str, dict]) -> Comparison:
+    out = Comparison()
+    for claim in list(theirs) + [c for c in mine if c not in theirs]:
+        a, b = mine.get(claim), theirs.get(claim)
+        if a is None or b is None:
+            out.only_one_side += 1
+            out.lines.append(f"  {claim}: only in {'the reference' if a is None else 'your run'}")
+            continue
+        changed = a["verdict"] != b["verdict"]
+        out.changed_verdicts += changed
+        mark = "CHANGED" if changed else "same"
+        proxy = "" if a.get("counted", True) else " (proxy)"
+        out.lines.append(f"{mark:8} {claim}{proxy}: {a['verdict']}  (reference: {b['verdict']})")
+        for name in list(b["estimates"]) + [n for n in a["estimates"] if n not in b["estimates"]]:
+            ea, eb = a["estimates"].get(name), b["estimates"].get(name)
+            shift = moved(ea, eb)
+            out.moved_effects += bool(shift)
+            flag = {True: "  MOVED", False: "", None: "  (not comparable)"}[shift]
+            out.lines.append(f"           {name}: {_estimate_text(ea)}  (reference {_estimate_text(eb)}){flag}")
+    return out
+
+
+def run_compare(results: Path, against: Path) -> int:
+    """Print the comparison; 1 when a verdict changed, else 0."""
+    mine, theirs = read_claims(results), read_claims(against)
+    result = compare(mine, theirs)
+    print(f"your run ({claims_file(results)}) against {claims_file(against)}:")
+    print("\n".join(result.lines))
+    print(f"{result.changed_verdicts} verdict(s) changed, {result.moved_effects} effect(s) moved by more than "
+          f"√(h₁² + h₂²), {result.only_one_side} claim(s) on one side only")
+    return 1 if result.changed_verdicts else 0

@@ -1,0 +1,91 @@
+"""The claims table as data: one row per claim and estimate, written beside the report as JSON, CSV and a LaTeX
+(booktabs) table, so that a run can be held against another (`miniformer compare`) or cited in a paper.
+
+The rows are the report's own findings at render time: the same effects, half-widths, spreads and verdicts.
+"""
+
+from __future__ import annotations
+
+import csv
+import io
+import json
+import math
+
+from miniformer.study.findings import Finding
+
+CLAIMS_JSON, CLAIMS_CSV, CLAIMS_TEX = "claims.json", "claims.csv", "claims.tex"
+COLUMNS = ("claim", "source", "test", "counted", "estimate", "effect", "half_width", "spread", "seeds", "verdict",
+           "contradicted_at_budget")
+
+
+def _finite(x: float) -> float | None:
+    return round(x, 6) if math.isfinite(x) else None
+
+
+def claim_records(found: list[Finding]) -> list[dict]:
+    """One record per claim: what it says, where from, how tested, its verdict, and every estimate it read."""
+    records = []
+    for f in found:
+        estimates = {name: None if e is None else {"effect": _finite(e.value), "half_width": _finite(e.half_width),
+                                                    "spread": e.variance, "seeds": e.seeds}
+                     for name, e in f.estimates.items()}
+        records.append({"claim": f.claim, "source": f.source, "test": f.test, "counted": f.counted,
+                        "verdict": f.verdict, "contradicted_at_budget": f.contradicted_at_budget,
+                        "still_changing": f.still_changing, "estimates": estimates})
+    return records
+
+
+def claim_rows(records: list[dict]) -> list[dict]:
+    """Flat rows, one per claim and estimate (a claim without an estimate gets one row with empty numbers)."""
+    rows = []
+    for r in records:
+        for name, e in (r["estimates"] or {"": None}).items():
+            rows.append({"claim": r["claim"], "source": r["source"], "test": r["test"], "counted": r["counted"],
+                         "estimate": name, "effect": None if e is None else e["effect"],
+                         "half_width": None if e is None else e["half_width"],
+                         "spread": "" if e is None else e["spread"], "seeds": None if e is None else e["seeds"],
+                         "verdict": r["verdict"], "contradicted_at_budget": r["contradicted_at_budget"]})
+    return rows
+
+
+def to_csv(rows: list[dict]) -> str:
+    out = io.StringIO()
+    writer = csv.DictWriter(out, fieldnames=COLUMNS, lineterminator="\n")
+    writer.writeheader()
+    writer.writerows(rows)
+    return out.getvalue()
+
+
+_LATEX_SPECIAL = {"\\": r"\textbackslash{}", "&": r"\&", "%": r"\%", "$": r"\$", "#": r"\#", "_": r"\_",
+                  "{": r"\{", "}": r"\}", "~": r"\textasciitilde{}", "^": r"\textasciicircum{}"}
+_LATEX_MATH = {"−": "$-$", "±": r"$\pm$", "×": r"$\times$", "≤": r"$\le$", "≥": r"$\ge$", "≈": r"$\approx$",
+               "√": r"$\sqrt{}$", "→": r"$\to$", "·": r"$\cdot$"}
+
+
+def latex_escape(text: str) -> str:
+    return "".join(_LATEX_SPECIAL.get(c, _LATEX_MATH.get(c, c)) for c in str(text))
+
+
+def to_latex(rows: list[dict]) -> str:
+    """A booktabs table (\\usepackage{booktabs}): claim, estimate, effect ± half-width, verdict; proxies marked."""
+    lines = [r"\begin{tabular}{p{0.42\linewidth}p{0.22\linewidth}rl}", r"\toprule",
+             r"Claim (source) & Estimate & Effect $\pm$ 95\,\% & Verdict \\", r"\midrule"]
+    last = None
+    for r in rows:
+        claim = "" if r["claim"] == last else f"{latex_escape(r['claim'])} ({latex_escape(r['source'])})"
+        last = r["claim"]
+        effect = "" if r["effect"] is None else f"${r['effect']:+.3f}"
+        if r["effect"] is not None:
+            effect += r" \pm \infty$" if r["half_width"] is None else rf" \pm {r['half_width']:.3f}$"
+        verdict = r["verdict"] + ("" if r["counted"] else " (proxy)")
+        lines.append(f"{claim} & {latex_escape(r['estimate'])} & {effect} & {latex_escape(verdict)} \\\\")
+    lines += [r"\bottomrule", r"\end{tabular}", ""]
+    return "\n".join(lines)
+
+
+def claim_files(found: list[Finding]) -> dict[str, str]:
+    """The three files' names and texts."""
+    records = claim_records(found)
+    rows = claim_rows(records)
+    return {CLAIMS_JSON: json.dumps(records, indent=1, ensure_ascii=False), CLAIMS_CSV: to_csv(rows),
+            CLAIMS_TEX: to_latex(rows)}

@@ -1,0 +1,59 @@
+"""`miniformer compare` and the claims table, on hand-made claims: what counts as a changed verdict and a moved
+effect, and the LaTeX a paper includes."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from miniformer.cli import main
+from miniformer.stages.compare import compare, moved
+from miniformer.study.claim_table import claim_rows, latex_escape, to_latex
+
+
+def record(verdict: str, effect: float, half: float, counted: bool = True) -> dict:
+    return {"claim": "RoPE beats learned", "source": "Su 2021", "test": "the paper's test", "counted": counted,
+            "verdict": verdict, "contradicted_at_budget": False, "still_changing": False,
+            "estimates": {"learned − rope": {"effect": effect, "half_width": half, "spread": "own", "seeds": 3}}}
+
+
+@pytest.mark.parametrize(("a", "b", "expected"), [
+    ((0.10, 0.03), (0.14, 0.04), False),  # |Δ| 0.04 < √(0.03² + 0.04²) = 0.05
+    ((0.10, 0.03), (0.16, 0.04), True),  # |Δ| 0.06 > 0.05
+    ((0.10, 0.03), (0.05, 0.04), False),  # |Δ| 0.05 is not more than 0.05
+    ((0.10, None), (0.10, 0.04), None),  # an unbounded interval cannot say
+])
+def test_an_effect_moved_when_the_difference_exceeds_its_own_interval(a, b, expected):
+    mine, theirs = ({"effect": e, "half_width": h} for e, h in (a, b))
+    assert moved(mine, theirs) is expected
+
+
+def test_a_changed_verdict_is_counted_and_named():
+    same = compare({"c": record("reproduced", 0.1, 0.03)}, {"c": record("reproduced", 0.1, 0.03)})
+    assert (same.changed_verdicts, same.moved_effects) == (0, 0)
+    changed = compare({"c": record("undecided", 0.3, 0.03)}, {"c": record("reproduced", 0.1, 0.03)})
+    assert (changed.changed_verdicts, changed.moved_effects) == (1, 1)
+    assert changed.lines[0].startswith("CHANGED")
+    one_side = compare({}, {"c": record("reproduced", 0.1, 0.03)})
+    assert one_side.only_one_side == 1 and one_side.changed_verdicts == 0
+
+
+def test_compare_exits_1_on_a_changed_verdict_and_refuses_a_folder_without_claims(tmp_path, capsys):
+    (tmp_path / "mine").mkdir()
+    (tmp_path / "ref").mkdir()
+    (tmp_path / "mine" / "claims.json").write_text(json.dumps([record("undecided", 0.1, 0.03)]))
+    (tmp_path / "ref" / "default-study-claims.json").write_text(json.dumps([record("reproduced", 0.1, 0.03)]))
+    assert main(["compare", "--results", str(tmp_path / "mine"), "--against", str(tmp_path / "ref")]) == 1
+    assert "CHANGED  RoPE beats learned: undecided  (reference: reproduced)" in capsys.readouterr().out
+    assert main(["compare", "--results", str(tmp_path / "mine"), "--against", str(tmp_path)]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "holds no claims.json" in err
+
+
+def test_the_latex_table_escapes_and_marks_proxies():
+    rows = claim_rows([record("reproduced", 0.1234, 0.05), record("undecided", -0.2, 0.1, counted=False)])
+    tex = to_latex(rows)
+    assert r"$+0.123 \pm 0.050$" in tex and "undecided (proxy)" in tex
+    assert r"learned $-$ rope" in tex and tex.count("RoPE beats learned (Su 2021)") == 1  # the repeat row is blank
+    assert latex_escape("50% & T_5 #1") == r"50\% \& T\_5 \#1"
