@@ -457,3 +457,64 @@ def test_the_claims_table_is_data_and_compare_flags_a_changed_verdict(smk, tmp_p
     assert main(["compare", "--results", str(results), "--against", str(tmp_path)]) == 1
     out = capsys.readouterr().out
     assert f"CHANGED  {target['claim']}" in out and "1 verdict(s) changed" in out
+
+
+def test_the_reports_anchors_resolve_and_its_glance_table_agrees_with_the_claims_in_chromium(smk, tmp_path):
+    """Parsed by a browser: every link inside the page names an element that exists; the findings-at-a-glance table,
+    first on the page, lists the claims table's rows in order with the same verdicts; each links to its row."""
+    from html.parser import HTMLParser
+
+    chromium = shutil.which("chromium") or shutil.which("chromium-browser")
+    require_system(bool(chromium), "the anchor test needs a browser: apt-get install chromium")
+    done = subprocess.run([chromium, "--headless", "--no-sandbox", "--disable-gpu", "--no-first-run",
+                           f"--user-data-dir={tmp_path / 'profile'}", "--dump-dom",
+                           (smk / "report" / "report.html").as_uri()], capture_output=True, text=True, timeout=120)
+    dom = done.stdout
+    assert "Findings at a glance" in dom, done.stderr[-1000:]
+
+    class Page(HTMLParser):
+        def __init__(self) -> None:
+            super().__init__()
+            self.ids: list[str] = []
+            self.links: list[str] = []
+            self.rows: dict[str, list[list[str]]] = {"glance": [], "claims-table": []}
+            self.table: str | None = None
+            self.cell: list[str] | None = None
+
+        def handle_starttag(self, tag, attrs) -> None:
+            a = dict(attrs)
+            if "id" in a:
+                self.ids.append(a["id"])
+            if tag == "a" and a.get("href", "").startswith("#"):
+                self.links.append(a["href"][1:])
+            if tag == "table":
+                self.table = a.get("id")
+            if tag == "tr" and self.table in self.rows:
+                self.rows[self.table].append([])
+            if tag == "td" and self.table in self.rows:
+                self.cell = []
+
+        def handle_endtag(self, tag) -> None:
+            if tag == "td" and self.cell is not None:
+                self.rows[self.table][-1].append(" ".join("".join(self.cell).split()))
+                self.cell = None
+            if tag == "table":
+                self.table = None
+
+        def handle_data(self, data) -> None:
+            if self.cell is not None:
+                self.cell.append(data)
+
+    page = Page()
+    page.feed(dom)
+    assert len(page.ids) == len(set(page.ids)), "an id used twice"
+    unresolved = sorted(set(page.links) - set(page.ids))
+    assert not unresolved and len(page.links) > 40, unresolved
+    glance = [r for r in page.rows["glance"] if r]
+    table = [r for r in page.rows["claims-table"] if r]
+    assert len(glance) == len(table) >= 18
+    for g, t in zip(glance, table):
+        assert g[0] == t[0] and g[1] == t[1]  # number and claim
+        assert t[7].startswith(g[2].removesuffix(" (proxy)"))  # the same verdict
+    assert dom.index('id="at-a-glance"') < dom.index('id="contents"') < dom.index("<b>Method.</b>")
+    assert {f"claim-{i}" for i in range(1, len(table) + 1)} <= set(page.links)

@@ -393,16 +393,16 @@ def build_parser() -> argparse.ArgumentParser:
     add("list", cmd_list, "print the active profile's runs")
     add("settle-times", cmd_settle_times, "after `dvc pull`: file times in DAG order, so Snakemake finds nothing stale")
     add("runs", cmd_runs, "list trained runs found under results/")
-    sp = add("compare", cmd_compare, "your run's claims beside the reference's: verdicts, effects ± intervals; exits 1 "
-             "when a verdict changed")
-    sp.add_argument("--against", default="docs", help="the reference: a claims.json, or a folder holding one "
-                    "(default: docs, the committed reference)")
 
     add_explore_commands(add)
     return p
 
 
 def add_explore_commands(add) -> None:
+    sp = add("compare", cmd_compare, "your run's claims beside the reference's: verdicts, effects ± intervals; exits 1 "
+             "when a verdict changed")
+    sp.add_argument("--against", default="docs", help="the reference: a claims.json, or a folder holding one "
+                    "(default: docs, the committed reference)")
     """The commands that use a trained run: generate, score, export, attention."""
 
     def add_run_arg(sp: argparse.ArgumentParser, device: bool = True) -> None:

@@ -35,8 +35,9 @@ from miniformer.runtime.files import atomic_write_text, write_json
 from miniformer.runtime.provenance import check_digest, read_sealed_json
 from miniformer.study import figures, hovermap
 from miniformer.study.bibliography import REFERENCES
-from miniformer.study.claim_table import claim_files
-from miniformer.study.claims import TESTS, check_experiments, claims
+from miniformer.study.claim_table import claim_files, glance_rows, sections_of_claims
+from miniformer.study.claims import CLAIMS, TESTS, check_experiments, claims
+from miniformer.study.contents import with_contents
 from miniformer.study.findings import VERDICTS, Evidence, breakages, peer_comparisons
 from miniformer.study.roles import (
     ENTROPY_RUNS,
@@ -459,6 +460,8 @@ def build_report(study: Study, results: Path, out: Path, data_dir: Path = DATA_D
     env = Environment(loader=templates, autoescape=select_autoescape(["html", "j2"]))
     html = env.get_template("report.html.j2").render(
         **context,
+        glance=glance_rows(found),
+        supports=sections_of_claims([c.runs for c in CLAIMS], groups),
         profile=study.profile,
         figs=r.figs,
         claims=found,
@@ -478,7 +481,7 @@ def build_report(study: Study, results: Path, out: Path, data_dir: Path = DATA_D
         check_totals=list(verdict_totals([c for c in found if is_check(c)]).items()),
         proxy_count=sum(not c.counted for c in found),
     )
-    atomic_write_text(out, html)
+    atomic_write_text(out, with_contents(html))
     for name, text in claim_files(found).items():  # the claims as data: `miniformer compare`, a paper's table
         atomic_write_text(results / name, text)
     write_json(results / "verdicts.json", {**verdict_totals(found), "proxy": sum(not c.counted for c in found),

@@ -89,3 +89,30 @@ def claim_files(found: list[Finding]) -> dict[str, str]:
     rows = claim_rows(records)
     return {CLAIMS_JSON: json.dumps(records, indent=1, ensure_ascii=False), CLAIMS_CSV: to_csv(rows),
             CLAIMS_TEX: to_latex(rows)}
+
+
+def headline_effect(f: Finding) -> str:
+    """The claim's effect ± interval for a one-line summary: its first estimate, and how many more it reads."""
+    known = [e for e in f.estimates.values() if e is not None]
+    if not known:
+        return "—"
+    more = f" (+{len(known) - 1} more)" if len(known) > 1 else ""
+    return known[0].text() + more
+
+
+def glance_rows(found: list[Finding]) -> list[dict]:
+    """The report's findings-at-a-glance table: number, claim, verdict (proxies marked), the headline effect."""
+    return [{"number": i, "claim": f.claim, "verdict": f.verdict + ("" if f.counted else " (proxy)"),
+             "css": f.verdict.replace(" ", "-") if f.counted else "proxy", "effect": headline_effect(f)}
+            for i, f in enumerate(found, 1)]
+
+
+def sections_of_claims(claim_runs: list[tuple[str, ...]], groups: dict[str, str]) -> dict[str, list[int]]:
+    """For each experiment group, the 1-based numbers of the claims that read one of its runs: the report links every
+    section's figures to the claims they support."""
+    out: dict[str, list[int]] = {}
+    for number, runs in enumerate(claim_runs, 1):
+        for group in dict.fromkeys(groups.get(run.split("/")[0]) for run in runs):
+            if group is not None:
+                out.setdefault(group, []).append(number)
+    return out
