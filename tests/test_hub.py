@@ -166,7 +166,30 @@ def test_the_card_carries_hub_metadata_with_the_val_loss_and_its_interval(char_d
     loss, half, _ = val_interval(windows)
     assert metrics["loss"] == pytest.approx(3.15) == pytest.approx(loss)
     assert metrics["loss_ci95_half_width"] == round(half, 4) and half > 0  # 1.96 · sd / √4 of the window means
-    assert "not** a general-purpose" in card
+    assert "It is **not** a" in card and "general-purpose language model" in card
+
+
+def test_characters_outside_the_vocabulary_are_dropped_by_the_ecosystems_tokenizer(char_data, tmp_path):
+    """As miniformer's own lossy encoding does: a word-level model without an unknown token would raise instead."""
+    from transformers import AutoTokenizer
+
+    folder = exported(tiny_model(char_data), char_data, tmp_path / "export")
+    auto = AutoTokenizer.from_pretrained(folder, trust_remote_code=True)
+    tok = TokenData(char_data).tokenizer
+    assert auto("The é king 我 [MASK]").input_ids == tok.encode("The  king  ") + [auto.mask_token_id]
+
+
+def test_transformers_refuses_an_export_edited_since_it_was_written(char_data, tmp_path):
+    from transformers import AutoModelForCausalLM
+
+    folder = exported(tiny_model(char_data), char_data, tmp_path / "export")
+    config = json.loads((folder / "config.json").read_text())
+    config["model"]["n_head"] = 1
+    (folder / "config.json").write_text(json.dumps(config))
+    with pytest.raises(ValueError, match="config.json is not the file `miniformer export` wrote"):
+        AutoModelForCausalLM.from_pretrained(folder, trust_remote_code=True)
+    (folder / "provenance.json").unlink()  # changed on purpose: the record removed, the folder loads as it is
+    assert AutoModelForCausalLM.from_pretrained(folder, trust_remote_code=True).net.cfg.n_head == 1
 
 
 def test_every_exported_file_is_readable_by_all(char_data, tmp_path):
@@ -251,7 +274,8 @@ def test_lora_on_q_and_v_lowers_the_loss_on_a_new_text_and_the_merge_exports(cha
 
 
 def test_the_readmes_hub_recipes_run_as_written(char_data, tmp_path):
-    """The README's transformers and LoRA snippets, in a folder holding `my-model` (an export) and `data`."""
+    """The README's transformers and LoRA snippets, from a project root holding `my-model` (an export) and
+    `data/prepared`."""
     import shutil
 
     readme = (Path(__file__).resolve().parent.parent / "README.md").read_text(encoding="utf-8")
@@ -259,9 +283,11 @@ def test_the_readmes_hub_recipes_run_as_written(char_data, tmp_path):
     blocks = re.findall(r"```python\n(.*?)```", section, flags=re.S)
     assert len(blocks) == 2 and "get_peft_model" in blocks[1]
     exported(tiny_model(char_data), char_data, tmp_path / "my-model")
-    shutil.copytree(char_data, tmp_path / "data")
+    shutil.copytree(char_data, tmp_path / "data" / "prepared")
     for code in blocks:
         done = subprocess.run([sys.executable, "-c", code], cwd=tmp_path, capture_output=True, text=True,
                               timeout=300)
         assert done.returncode == 0, done.stderr[-2000:]
-    assert (tmp_path / "my-model-lora" / "model.safetensors").exists()
+    card = (tmp_path / "my-model-lora" / "README.md").read_text(encoding="utf-8")
+    assert "| training | 1 steps, batch 1, lr 0.001 |" in card and "method: LoRA (peft)" in card
+    assert "exported from memory" in card

@@ -78,6 +78,7 @@ COMMAND_FLAGS: dict[str, tuple[str, ...]] = {
     "aggregate": STUDY_FLAGS, "init-probe": ("params", "profile", "results"),
     "report": STUDY_FLAGS, "dvc-record": ("params", "profile"),
     "crosscheck": STUDY_FLAGS, "list": ("params", "profile"), "settle-times": (), "runs": ("results",),
+    "set-profile": ("params",),
     "compare": ("results",),
     "generate": RUN_FLAGS, "score": RUN_FLAGS, "export": RUN_FLAGS, "attention": RUN_FLAGS,
 }
@@ -308,6 +309,24 @@ def cmd_dvc_record(args) -> None:
         print(f"dvc: recorded {len(stages)} stage(s) that ran: {' '.join(stages)}")
 
 
+def cmd_set_profile(args) -> None:
+    """Name the study profile in params.yaml, the one place both tools read it (make smoke / make study call this
+    before they run, so that DVC's record matches what Snakemake ran)."""
+    import re
+
+    from miniformer.params import PROFILES
+
+    if args.name not in PROFILES:
+        raise UserError(f"unknown profile {args.name!r}; choose one of {', '.join(PROFILES)}")
+    path = Path(args.params)
+    text = path.read_text(encoding="utf-8") if path.exists() else ""
+    line = re.compile(r"^profile:[ \t]*[^\s#]*", flags=re.M)  # the value only: a comment after it stays
+    if not line.search(text):
+        raise UserError(f"{str(path)!r} has no top-level `profile:` line to set; add `profile: default` to it")
+    path.write_text(line.sub(f"profile: {args.name}", text, count=1), encoding="utf-8")
+    print(f"params.yaml: profile: {args.name}")
+
+
 def cmd_settle_times(args) -> None:
     from miniformer.stages.dagtimes import settle
 
@@ -399,6 +418,9 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def add_explore_commands(add) -> None:
+    sp = add("set-profile", cmd_set_profile, "name the study profile in params.yaml (smoke, default, gpu, course), "
+             "where both Snakemake and DVC read it")
+    sp.add_argument("name", help="the profile")
     sp = add("compare", cmd_compare, "your run's claims beside the reference's: verdicts, effects ± intervals; exits 1 "
              "when a verdict changed")
     sp.add_argument("--against", default="docs", help="the reference: a claims.json, or a folder holding one "

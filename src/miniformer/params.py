@@ -30,6 +30,7 @@ from miniformer.tokenizer import TOKENIZERS
 PROFILES = ("smoke", "default", "gpu", "course")
 GROUPS = ("reference", "position", "attention", "heads", "block", "objective")
 REFERENCE_GROUP = "reference"  # exactly one experiment: every seed runs it, and its seed spread is the noise floor
+TRACKERS = ("none", "tensorboard")  # where the step log is mirrored besides log.tsv and DVCLive (training/logs.py)
 
 # The config sections' defaults are the shipped study's baseline, so a config built in code is the study's baseline.
 # params.yaml writes the same values out for its readers and is where a study changes them; a test keeps the shipped
@@ -72,6 +73,7 @@ class TrainConfig:
     threads: int = 1  # each job's torch threads; Snakemake runs `--cores` jobs side by side
     device: str = "auto"  # auto | cpu | cuda | mps
     bf16: bool = True  # bf16 autocast on CUDA only
+    tracking: str = "none"  # none | tensorboard: the step log also as TensorBoard events (offline), beside dvclive/
 
 
 @dataclass
@@ -145,7 +147,8 @@ class RunConfig:
         """The config values that shape the trained weights (not threads, logging or sampling cadence)."""
         d = self.to_dict()
         shaping = {k: d[k] for k in ("seed", "data", "model")}
-        shaping["train"] = {k: v for k, v in d["train"].items() if k not in ("threads", "log_every", "sample_every")}
+        shaping["train"] = {k: v for k, v in d["train"].items()
+                            if k not in ("threads", "log_every", "sample_every", "tracking")}
         return shaping
 
     def config_fingerprint(self) -> str:
@@ -520,6 +523,7 @@ def _validate_train(t: TrainConfig, where: str) -> None:
         (0 <= t.beta1 < 1 and 0 <= t.beta2 < 1, f"train.beta1/beta2 = {t.beta1}/{t.beta2} must be in [0, 1)"),
         (t.threads > 0, f"train.threads = {t.threads} must be > 0"),
         (t.device in DEVICES, f"train.device = {t.device!r}; choose {', '.join(DEVICES)}"),
+        (t.tracking in TRACKERS, f"train.tracking = {t.tracking!r}; choose {', '.join(TRACKERS)}"),
     ]
     for ok, message in checks:
         if not ok:

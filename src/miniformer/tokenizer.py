@@ -125,16 +125,20 @@ def library_format(tok: CharTokenizer | BPETokenizer, special_tokens: list[str])
     """The tokenizer as the `tokenizers` library writes one (what ``tokenizers.Tokenizer.from_file`` and transformers'
     ``AutoTokenizer`` read), with ``special_tokens`` as added tokens numbered from the end of the vocabulary.
 
-    Characters become a word-level model over single characters: a pre-tokenizer isolates every character (newlines
-    included), the vocabulary maps each to its id, and the decoder joins them with nothing in between, so a text
-    round-trips exactly. BPE is the library's own tokenizer already, given the line split encode uses, so that it
-    yields the very ids the model was trained on.
+    Characters become a word-level model over single characters: a normaliser drops characters outside the
+    vocabulary, a pre-tokenizer isolates every character (newlines included), the vocabulary maps each to its id, and
+    the decoder joins them with nothing in between, so a text round-trips exactly. BPE is the library's own tokenizer
+    already, given the line split encode uses, so that it yields the very ids the model was trained on.
     """
-    from tokenizers import AddedToken, Regex, decoders, models, pre_tokenizers
+    from tokenizers import AddedToken, Regex, decoders, models, normalizers, pre_tokenizers
     from tokenizers import Tokenizer as HFTokenizer
 
     if isinstance(tok, CharTokenizer):
         out = HFTokenizer(models.WordLevel(vocab=dict(tok.stoi), unk_token=None))
+        # a character the train split lacks is dropped, as miniformer's own lossy encoding drops it (a word-level
+        # model without an unknown token would raise on it; the model has no embedding to give it)
+        known = "".join(f"\\x{{{ord(c):x}}}" for c in tok.chars)
+        out.normalizer = normalizers.Replace(Regex(f"[^{known}]"), "")
         out.pre_tokenizer = pre_tokenizers.Split(Regex(r"[\s\S]"), behavior="isolated")
         out.decoder = decoders.Fuse()
     else:  # trained and applied line by line (BPETokenizer.encode): the same line split first, then byte-level

@@ -13,7 +13,7 @@ from miniformer.study.claims import check_experiments
 from miniformer.errors import UserError
 from miniformer.params import Study
 
-PROFILE = config.get("profile", "default")
+PROFILE = config.get("profile")  # None: the `profile:` params.yaml names (what DVC reads too)
 SLURM_SETTINGS = ("MINIFORMER_SLURM_PARTITION", "MINIFORMER_SLURM_ACCOUNT")  # profiles/slurm/config.yaml reads them
 
 
@@ -33,6 +33,7 @@ try:
         if problem := slurm_settings_problem(os.environ):
             raise UserError(problem)
     STUDY = Study.load("params.yaml", PROFILE)
+    PROFILE = STUDY.profile
     check_experiments(STUDY.experiments)  # a claim's experiment renamed away fails here, before anything trains
     check_versioned(STUDY.section("data")["corpus"])
 except UserError as error:  # bad params are one line, as from the CLI, not a stack of Snakefile frames
@@ -44,13 +45,15 @@ PROF = f"--profile {PROFILE}"
 RAN = "results/logs/ran-stages.txt"  # DVC stages whose Snakemake jobs ran (see onsuccess)
 
 
-def write_signature(path, content):
+def write_signature(path, content, made=lambda: False):
     """Write a config signature file only when its content changes, so its mtime marks the last real change.
 
     Snakemake re-runs a job whose input is newer than its outputs; these files turn "this experiment's params changed"
     into exactly that, for one experiment at a time. (Snakemake's own params trigger ignores callable params.)
-    A signature seen for the first time gets the oldest possible mtime: "no known change", so outputs that already exist
-    (say, from `dvc repro`) are not retrained just because Snakemake has not seen this study before.
+    A signature gets the oldest possible mtime, "no known change", when it is seen for the first time (outputs that
+    already exist, say from `dvc repro`, are not retrained just because Snakemake has not seen this study before) and
+    when ``made()`` says the outputs were already made under the new content: DVC ran that stage with these params
+    (`dvc exp run -S …`, `dvc repro`), so Snakemake has nothing to redo.
     """
     path = Path(path)
     first_time = not path.exists()
@@ -59,9 +62,35 @@ def write_signature(path, content):
     path.parent.mkdir(parents=True, exist_ok=True)
     tmp = path.with_suffix(".tmp")
     tmp.write_text(content)
-    if first_time:
+    if first_time or made():
         os.utime(tmp, (0, 0))
     os.replace(tmp, path)
+
+
+_DVC_CHANGED = []  # the stages `dvc status` reports changed, asked once per parse and only when a signature changed
+
+
+def dvc_made(*stages):
+    """A callable: whether DVC's record (dvc.lock) holds every one of these stages with the current params, deps and
+    outputs (`dvc status` does not list it). False outside a DVC project, or when DVC cannot tell."""
+
+    def made():
+        if not Path(".dvc").is_dir() or not Path("dvc.lock").exists():
+            return False
+        if not _DVC_CHANGED:
+            import shutil
+            import subprocess
+
+            dvc = shutil.which("dvc") or str(Path(sys.executable).with_name("dvc"))
+            done = subprocess.run([dvc, "status", "--json"], capture_output=True, text=True)
+            try:
+                _DVC_CHANGED.append(set(json.loads(done.stdout or "{}")) if done.returncode == 0 else None)
+            except ValueError:
+                _DVC_CHANGED.append(None)
+        changed = _DVC_CHANGED[0]
+        return changed is not None and not any(stage in changed for stage in stages)
+
+    return made
 
 
 SIGNATURES = "results/signatures"
@@ -83,7 +112,7 @@ def write_signatures():
     # The data signature: the data params and the files under data/raw (the corpus, when it is a file; DVC's
     # `data/raw` dep).
     write_signature(f"{SIGNATURES}/data.json", json.dumps({**STUDY.section("data"), "raw_files": raw_data_hash()},
-                                                          sort_keys=True, indent=1))
+                                                          sort_keys=True, indent=1), dvc_made("prepare"))
     if prepared_from_other_params():  # e.g. `miniformer course` prepared the Chinese corpus there: prepare again
         os.utime(f"{SIGNATURES}/data.json")
     # A run's signature is its config plus the hash of the training code (model, positions, objectives, trainer):
@@ -92,19 +121,22 @@ def write_signatures():
     for exp, seed in RUNS:
         write_signature(f"{SIGNATURES}/{exp}/seed{seed}.json",
                         json.dumps({**STUDY.config(exp, seed).to_dict(), "training_code": training_code},
-                                   sort_keys=True, indent=1))
+                                   sort_keys=True, indent=1), dvc_made(f"run@{STUDY.parent(exp)}"))
     # What aggregate and report read from params besides the runs' files: the run list (experiments, seeds, profiles:
     # DVC's params for both stages) and the verdict rule. Any edit there re-runs both, under either tool.
     write_signature(f"{SIGNATURES}/study.json", json.dumps(
-        {k: STUDY.raw.get(k) for k in ("experiments", "seeds", "profile", "profiles")}, sort_keys=True, default=str))
-    write_signature(f"{SIGNATURES}/findings.json", json.dumps(STUDY.raw.get("findings") or {}, sort_keys=True))
+        {k: STUDY.raw.get(k) for k in ("experiments", "seeds", "profile", "profiles")}, sort_keys=True, default=str),
+        dvc_made("aggregate", "report"))
+    write_signature(f"{SIGNATURES}/findings.json", json.dumps(STUDY.raw.get("findings") or {}, sort_keys=True),
+                    dvc_made("report"))
+    run_stages = sorted({f"run@{STUDY.parent(exp)}" for exp, _ in RUNS})
     write_signature(f"{SIGNATURES}/evaluation-code.json",
-                    json.dumps({"evaluation_code": code_hash(EVALUATION_CODE)}))
+                    json.dumps({"evaluation_code": code_hash(EVALUATION_CODE)}), dvc_made(*run_stages))
     # The init probe reads the reference run's model config and its own code only (DVC's init_probe deps).
     reference = STUDY.config(STUDY.reference, STUDY.seeds[0])
     write_signature(f"{SIGNATURES}/init-probe.json", json.dumps(
         {"model": reference.model.to_dict(), "threads": reference.train.threads, "code": code_hash(INIT_PROBE_CODE)},
-        sort_keys=True))
+        sort_keys=True), dvc_made("init_probe"))
 
 
 write_signatures()

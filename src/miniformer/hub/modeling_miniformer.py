@@ -3,6 +3,10 @@ masked LM (the MLM objective), each reading a text the way its objective trained
 
 from __future__ import annotations
 
+import hashlib
+import json
+from pathlib import Path
+
 import torch
 from torch import Tensor
 from transformers import GenerationMixin, PreTrainedModel
@@ -12,6 +16,20 @@ from .configuration_miniformer import MiniFormerConfig
 from .miniformer_network import MiniFormer, ModelConfig, PositionMethod, build_position, prefix_mask
 
 
+def check_export(folder: str) -> None:
+    """A folder `miniformer export` wrote records a digest of its config, tokenizer and weights (provenance.json); one
+    edited since (another head count, another position method) would load into other numbers, so it is refused. A
+    folder without the record (saved again by transformers, say) is not checked."""
+    record = Path(folder) / "provenance.json"
+    if not folder or not record.is_file():  # built from a config alone, or a folder without the record
+        return
+    for name, digest in json.loads(record.read_text(encoding="utf-8")).get("files", {}).items():
+        path = Path(folder) / name
+        if path.is_file() and hashlib.sha256(path.read_bytes()).hexdigest()[:16] != digest:
+            raise ValueError(f"{path} is not the file `miniformer export` wrote (provenance.json records another): "
+                             "export the run again, or delete provenance.json if you changed it on purpose")
+
+
 class MiniFormerPreTrainedModel(PreTrainedModel):
     config_class = MiniFormerConfig
     base_model_prefix = "net"
@@ -19,6 +37,7 @@ class MiniFormerPreTrainedModel(PreTrainedModel):
 
     def __init__(self, config: MiniFormerConfig) -> None:
         super().__init__(config)
+        check_export(getattr(config, "_name_or_path", "") or "")
         self.net = MiniFormer(ModelConfig.from_dict(config.model))
         self.post_init()
 

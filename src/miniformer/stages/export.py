@@ -105,8 +105,10 @@ def _metadata(source: ExportSource, model: MiniFormer) -> str:
     return "---\n" + yaml.safe_dump(meta, allow_unicode=True, sort_keys=False) + "---\n"
 
 
-def _val_line(windows: dict | None) -> str:
+def _val_line(windows: dict | None, from_study: bool) -> str:
     interval = val_interval(windows)
+    if interval is None and not from_study:
+        return "not evaluated (exported from memory: no study evaluation vouches for these weights)"
     if interval is None:
         return "not evaluated (run `miniformer evaluate` first for a val loss)"
     loss, half, n = interval
@@ -116,6 +118,7 @@ def _val_line(windows: dict | None) -> str:
 
 def _snippets(source: ExportSource, folder: Path) -> str:
     """Code that runs as written from any folder: transformers (the Hub's way) and miniformer's own."""
+    # the folder as exported; once pushed to the Hub, its repository id ("user/name") goes here instead
     where, prompt = json.dumps(str(folder.resolve())), json.dumps(source.prompt, ensure_ascii=False)
     if OBJECTIVES[source.objective].left_to_right:
         reading = "" if source.objective == "causal" else ", prefix_length=ids.size(1)"
@@ -170,16 +173,28 @@ With miniformer (`pip install miniformer` from the study's repository):
 """
 
 
+def _fields(d: dict) -> str:
+    return "; ".join(f"{k}: {', '.join(map(str, v)) if isinstance(v, list) else v}" for k, v in d.items())
+
+
+def _split_sizes(meta: dict) -> str:
+    """How the corpus was split, in counts (the sources themselves are in the study's prepared data)."""
+    sources = meta.get("sources") or {}
+    counts = {split: len(v) if isinstance(v, list | tuple | dict) else v for split, v in sources.items()}
+    return ", ".join(f"{n} {split}" for split, n in counts.items()) + " sources" if counts else "train / val / test"
+
+
 def model_card(source: ExportSource, model: MiniFormer, folder: Path) -> str:
     cfg, train, meta = model.cfg, source.config["train"], source.meta
     finetune = source.config.get("finetune")
-    trained = f"{train.get('steps', '?')} steps, batch {train.get('batch_size', '?')}, lr {train.get('lr', '?')}"
+    trained = f"{train['steps']} steps, batch {train['batch_size']}, lr {train['lr']}" if "steps" in train else \
+        "not recorded"
     return f"""{_metadata(source, model)}
 # miniformer model: {source.name}
 
 A decoder-only Transformer trained by the miniformer study (run `{source.name}`, commit {_commit()}): a small model
-for studying what each part of a Transformer does, trained for minutes on one corpus. It is **not** a general-purpose
-language model: it knows the characters and phrases of its corpus ({meta['corpus']}) and nothing else, and has had no
+for studying what each part of a Transformer does, trained on one corpus ({meta['corpus']}). It is **not** a
+general-purpose language model: it knows the characters and phrases of that corpus and nothing else, and has had no
 instruction tuning, filtering or safety work.
 
 | | |
@@ -191,10 +206,10 @@ instruction tuning, filtering or safety work.
 | norm, placement, residual | {cfg.norm}, {cfg.norm_placement}, {cfg.residual} |
 | parameters | {count_params(model):,} |
 | training | {trained} |
-| fine-tune | {json.dumps(finetune, ensure_ascii=False) if finetune else "none"} |
+| fine-tune | {_fields(finetune) if finetune else "none"} |
 | tokenizer | {meta['tokenizer']}, {meta['vocab_size']} tokens (+ {len(special_tokens(meta['vocab_size']))} special) |
-| corpus | {meta['corpus']} (train / val / test split: {meta.get('sources', {})}) |
-| val loss | {_val_line(source.windows)} |
+| corpus | {meta['corpus']} ({_split_sizes(meta)}) |
+| val loss | {_val_line(source.windows, source.fingerprint is not None)} |
 
 Attention projections are named `q_proj`, `k_proj`, `v_proj`, `o_proj` and the MLP's `up_proj`, `down_proj`, the names
 LoRA recipes target (peft's `target_modules`).

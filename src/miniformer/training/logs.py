@@ -11,6 +11,7 @@ from pathlib import Path
 
 import torch
 
+from miniformer.errors import UserError
 from miniformer.runtime.files import atomic_write_text
 
 LOG_FIELDS = ["step", "train_loss", "val_loss", "lr", "grad_norm", "tokens_per_s", "peak_mem_mb"]
@@ -63,6 +64,43 @@ class DvcLiveMirror:
             if k != "step" and v is not None and math.isfinite(v):
                 self.live.log_metric(k, v)
         self.live.make_summary()
+
+
+class TensorBoardMirror:
+    """The step log as TensorBoard event files (`tensorboard --logdir results/runs`), written offline. Like DVCLive's
+    mirror it is rebuilt from the checkpoint's rows on resume: one event per logged step, whatever was killed."""
+
+    def __init__(self, folder: Path, rows: list[dict]) -> None:
+        try:
+            from torch.utils.tensorboard import SummaryWriter
+        except ImportError:
+            raise UserError("train.tracking: tensorboard needs the tensorboard package: pip install -e '.[tracking]' "
+                            "(or set train.tracking: none)") from None
+        shutil.rmtree(folder, ignore_errors=True)
+        self.writer = SummaryWriter(log_dir=str(folder))
+        for row in rows:
+            self.log(row)
+
+    def log(self, row: dict) -> None:
+        for k, v in row.items():
+            if k != "step" and v is not None and math.isfinite(v):
+                self.writer.add_scalar(k, v, row["step"])
+        self.writer.flush()
+
+
+class StepMirrors:
+    """Every place the step log is mirrored: DVCLive always (when installed), TensorBoard when train.tracking asks."""
+
+    def __init__(self, out: Path, rows: list[dict], tracking: str) -> None:
+        self.mirrors: list = [DvcLiveMirror(out / "dvclive", rows)]
+        if tracking == "tensorboard":
+            self.mirrors.append(TensorBoardMirror(out / "tensorboard", rows))
+        else:
+            shutil.rmtree(out / "tensorboard", ignore_errors=True)  # switched off: no stale events left to read
+
+    def log(self, row: dict) -> None:
+        for mirror in self.mirrors:
+            mirror.log(row)
 
 
 class _NoBar:

@@ -29,7 +29,7 @@ from miniformer.training.cost import TrainingCost
 from miniformer.training.demos import demo
 from miniformer.training.divergence import divergence_at
 from miniformer.training.folder import RunFolder
-from miniformer.training.logs import DvcLiveMirror, make_bar, peak_memory_mb
+from miniformer.training.logs import StepMirrors, make_bar, peak_memory_mb
 
 # What a checkpoint carries so that a resumed run keeps its logs whole: step-log rows, demos, val-curve points, and
 # the train loss of every step (the spike detector reads it).
@@ -147,7 +147,7 @@ class Trainer:
 
     def loop(self, progress: bool) -> int:
         """Train until the last step or a divergence; returns the step of the last checkpoint saved."""
-        live = DvcLiveMirror(self.folder.out / "dvclive", self.logs["rows"])
+        live = StepMirrors(self.folder.out, self.logs["rows"], self.t.tracking)
         bar = make_bar(self.t.steps, self.step, progress, self.name)
         self.model.train()
         last_log, last_good = (time.perf_counter(), self.step), self.step
