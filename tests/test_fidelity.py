@@ -6,13 +6,16 @@ learns character frequencies clears. Here the bar is the unigram loss of a corpu
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import math
+from pathlib import Path
 
 import pytest
 import torch
 import yaml
 
+from miniformer.errors import UserError
 from miniformer.network.model import MiniFormer, ModelConfig
 from miniformer.network.objectives import (
     IGNORE,
@@ -24,6 +27,9 @@ from miniformer.network.objectives import (
     recover_spans,
     span_batch,
 )
+from miniformer.network.positions import POSITION_METHODS
+from miniformer.params import Study
+from miniformer.stages.crosscheck import TRANSLATED
 
 # A period-12 sequence: given the two previous tokens the next one is certain, while its unigram loss (6 tokens seen
 # once and 3 seen twice per period) is ≈ 2.14 nats. A model that learns only frequencies stays there.
@@ -58,8 +64,10 @@ def final_loss(steps: int = 80, objective: str = "causal", **overrides) -> float
     return sum(losses[-5:]) / 5
 
 
+ROOT = Path(__file__).resolve().parents[1]
+
 LEARNING_SWITCHES = [
-    *[dict(pos=p) for p in ("learned", "sinusoidal", "rope", "alibi", "t5", "none")],
+    *[dict(pos=p) for p in POSITION_METHODS],  # the registry's: a new method is tested without editing this list
     dict(attn_scale=False),
     dict(causal=False),
     dict(qkv_order="vkq"),
@@ -70,8 +78,19 @@ LEARNING_SWITCHES = [
     dict(mlp_ratio=0.25),
     dict(tie_weights=False, dropout=0.1),
     dict(init="gpt2"),
+    dict(bias=True),
+    dict(qk_tied=True),
+    dict(value_proj=False),
     *[dict(objective=o) for o in ("mlm", "prefix", "span")],
 ]
+SIZES = {"vocab_size", "block_size", "n_layer", "n_head", "n_embd"}  # every config has them; tested across sizes
+
+
+def test_every_model_switch_has_a_learning_case():
+    """LEARNING_SWITCHES covers every ModelConfig field that is a switch: a field added to the model fails here until
+    it has a case, instead of the list lagging the config."""
+    covered = {k for case in LEARNING_SWITCHES for k in case}
+    assert {f.name for f in dataclasses.fields(ModelConfig)} - SIZES <= covered
 
 
 @pytest.mark.parametrize("overrides", LEARNING_SWITCHES, ids=lambda d: ",".join(f"{k}={v}" for k, v in d.items()))
@@ -393,3 +412,32 @@ def test_our_init_on_the_peer_adds_the_sinusoidal_table_at_full_scale():
     vaswani_init_(model)
     assert float(scale.detach()) == 1.0
     assert float(model.net.token_emb.emb.weight.detach().std()) == pytest.approx(1.0, abs=0.1)
+
+
+@pytest.mark.parametrize("field", [f.name for f in dataclasses.fields(ModelConfig) if f.name not in TRANSLATED])
+def test_the_peer_refuses_every_model_switch_it_does_not_translate(field, monkeypatch):
+    """Every ModelConfig field is either translated into the peer's arguments or, changed from its default, refused in
+    one line naming it: a switch added to the model can never reach the peer silently ignored. A position method the
+    peer has no translation for (a toy one registered here) is refused too, not trained as a peer without positions."""
+    from miniformer.network import positions
+    from miniformer.stages.crosscheck import PEER_POSITIONS, peer_spec
+
+    run = Study.load(ROOT / "params.yaml", "smoke").config("baseline", 0)
+    default = getattr(run.model, field)
+    peer_spec(run)  # the baseline itself translates
+    changed = (not default) if isinstance(default, bool) else {"qkv_order": "kqv", "head_merge": "mean",
+                                                              "dropout": 0.1}.get(field)
+    assert changed is not None, f"no test value for {field}: add one"
+    setattr(run.model, field, changed)
+    with pytest.raises(UserError, match=f"changes {field}, which the peer has no switch for"):
+        peer_spec(run)
+
+    class Toy(positions.NoPosition):
+        name = "toy"
+
+    monkeypatch.setitem(positions.POSITIONS, "toy", Toy)
+    setattr(run.model, field, default)
+    run.model.pos = "toy"
+    assert "toy" not in PEER_POSITIONS
+    with pytest.raises(UserError, match="pos='toy', which the peer has no equivalent of"):
+        peer_spec(run)

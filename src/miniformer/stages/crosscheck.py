@@ -14,7 +14,8 @@ from __future__ import annotations
 
 import sys
 import time
-from dataclasses import dataclass
+from collections.abc import Callable
+from dataclasses import dataclass, fields
 from pathlib import Path
 
 import torch
@@ -23,6 +24,7 @@ from torch import Tensor, nn
 from miniformer.errors import UserError
 from miniformer.evaluation.losses import length_sweep, split_loss
 from miniformer.evaluation.subject import Subject
+from miniformer.network.model import ModelConfig
 from miniformer.params import RunConfig, Study
 from miniformer.runtime.batches import sample_windows
 from miniformer.runtime.files import write_json
@@ -37,6 +39,22 @@ class PeerSpec:
 
     wrapper: dict
     decoder: dict
+
+
+# Each position method the peer has, as (where its switch goes, the arguments): a method missing here is refused.
+PEER_POSITIONS: dict[str, tuple[str, Callable[[ModelConfig, int], dict]]] = {
+    "none": ("wrapper", lambda m, head_dim: {}),
+    "learned": ("wrapper", lambda m, head_dim: {"use_abs_pos_emb": True}),
+    "sinusoidal": ("wrapper", lambda m, head_dim: {"use_abs_pos_emb": True, "scaled_sinu_pos_emb": True}),
+    "rope": ("decoder", lambda m, head_dim: {"rotary_pos_emb": True, "rotary_emb_dim": head_dim}),  # full width
+    "alibi": ("decoder", lambda m, head_dim: {"alibi_pos_bias": True}),
+    "t5": ("decoder", lambda m, head_dim: {"rel_pos_bias": True, "rel_pos_max_distance": m.block_size}),
+}
+# The ModelConfig fields peer_spec translates (sizes, norm, placement, residual, positions; the init is chosen apart,
+# PEER_INITS). Every other field is a switch the peer lacks: a run that changes one from its default is refused, so a
+# new ModelConfig field is refused by the cross-check until it is translated here.
+TRANSLATED = {"vocab_size", "block_size", "n_layer", "n_head", "n_embd", "mlp_ratio", "norm", "norm_placement",
+              "residual", "pos", "init"}
 
 
 def peer_spec(run: RunConfig) -> PeerSpec:
@@ -60,28 +78,14 @@ def peer_spec(run: RunConfig) -> PeerSpec:
     }
     if not m.residual:
         decoder["scale_residual_constant"] = 0.0  # the peer's switch that drops the identity path
-    if m.pos == "learned":
-        wrapper["use_abs_pos_emb"] = True
-    elif m.pos == "sinusoidal":
-        wrapper.update(use_abs_pos_emb=True, scaled_sinu_pos_emb=True)
-    elif m.pos == "rope":
-        decoder.update(rotary_pos_emb=True, rotary_emb_dim=head_dim)  # full-width rotation, as ours
-    elif m.pos == "alibi":
-        decoder["alibi_pos_bias"] = True
-    elif m.pos == "t5":
-        decoder.update(rel_pos_bias=True, rel_pos_max_distance=m.block_size)
-    unsupported = [
-        name
-        for name, ok in [
-            ("attn_scale", m.attn_scale),
-            ("causal", m.causal),
-            ("qkv_order", m.qkv_order == "qkv"),
-            ("head_merge", m.head_merge == "concat"),
-            ("qk_tied", not m.qk_tied),
-            ("value_proj", m.value_proj),
-        ]
-        if not ok
-    ]
+    if m.pos not in PEER_POSITIONS:  # a new method marked `peer: true`: refused, never a peer without positions
+        raise UserError(f"crosscheck: {run.experiment} uses pos={m.pos!r}, which the peer has no equivalent of; set "
+                        "`peer: false` on it (or add its translation to stages/crosscheck.py's PEER_POSITIONS)")
+    place, arguments = PEER_POSITIONS[m.pos]
+    (wrapper if place == "wrapper" else decoder).update(arguments(m, head_dim))
+    defaults = ModelConfig()
+    unsupported = [f.name for f in fields(ModelConfig)
+                   if f.name not in TRANSLATED and getattr(m, f.name) != getattr(defaults, f.name)]
     if unsupported:
         raise UserError(
             f"crosscheck: {run.experiment} changes {', '.join(unsupported)}, which the peer has no switch for"
