@@ -598,3 +598,16 @@ def test_the_scale_claim_shows_the_same_heads_at_the_high_rate():
     (f,) = [f for f in claims(Evidence(metrics, **evidence)) if f.claim.startswith("1/√d keeps softmax")]
     assert f.verdict == "reproduced"
     assert "at lr 0.01 the same heads read scaled 0.120, unscaled 0.014" in f.measurement
+
+
+def test_a_position_method_added_in_params_reaches_the_reports_position_section():
+    """The claims' fixed roles first, then every other experiment of the position group, labelled by its `pos`."""
+    from miniformer.study.roles import POSITION_RUNS, position_runs
+
+    experiments = {"pos_toy": {"group": "position", "model": {"pos": "toy"}},
+                   "pos_alibi_wide": {"group": "position", "model": {"pos": "alibi"}},
+                   "block_rmsnorm": {"group": "block", "model": {"norm": "rmsnorm"}}}
+    runs = position_runs(experiments)
+    assert list(runs.items())[: len(POSITION_RUNS)] == list(POSITION_RUNS.items())
+    assert runs["toy"] == "pos_toy" and runs["pos_alibi_wide"] == "pos_alibi_wide"  # label taken: its own name
+    assert "block_rmsnorm" not in runs.values()

@@ -45,9 +45,9 @@ from miniformer.study.roles import (
     INIT_RUNS,
     LEARNED_POSITIONS,
     NO_MASK,
-    POSITION_RUNS,
     SINGLE_HEAD,
     STABILITY_ROWS,
+    position_runs,
 )
 from miniformer.study.stats import minus, source_quantity
 
@@ -222,7 +222,7 @@ class ReportInputs:
 
 def positions_section(r: ReportInputs) -> dict:
     m, files, T = r.m, r.files, r.base.model.block_size
-    pos = {k: v for k, v in POSITION_RUNS.items() if m.has(v)}
+    pos = {k: v for k, v in position_runs(r.study.experiments).items() if m.has(v)}
     r.draw("pos_curves", figures.curves({k: files.log(v) for k, v in pos.items()}, "val_loss",
                                         "Position methods: val loss", unigram=r.ev.unigram))
     multiples = [int(x) for x in r.base.eval.length_multiples]
@@ -443,7 +443,7 @@ def environment(base: RunConfig, perf: dict, data_hash: str) -> dict[str, str]:
 
 def build_report(study: Study, results: Path, out: Path, data_dir: Path = DATA_DIR) -> Path:
     check_experiments(study.experiments)
-    figures.use_palette(study.names(), aliases=POSITION_RUNS)  # one colour per method in every figure
+    figures.use_palette(study.names(), aliases=position_runs(study.experiments))  # one colour per method, every figure
     provenance = read_provenance(results)  # first: nothing is read from an aggregate edited since it was written
     ev = load_evidence(study, results, data_dir)
     r = ReportInputs(study, results, RunFiles(study, results, provenance), ev,

@@ -12,6 +12,20 @@ HEAD_RUNS = {1: "attn_single_head", 2: "heads_2", 4: "baseline", 8: "heads_8", 1
 PAPER_HEADS = (1, 4, 8, 16, 32)  # Vaswani's Table 3 (A) arms: the claim needs these; 2 heads is ours, where it runs
 POSITION_RUNS = {"rope (baseline)": "baseline", "learned": "pos_learned", "sinusoidal": "pos_sinusoidal",
                  "alibi": "pos_alibi", "t5": "pos_t5", "none": "pos_none"}
+
+
+def position_runs(experiments: dict[str, dict]) -> dict[str, str]:
+    """The report's position methods, label -> experiment: the claims' roles above and, after them, every other
+    experiment of the position group (a method added in params.yaml alone), labelled by its `model.pos`, or by its
+    name when that label is taken. A new method so reaches the position section's figures and tables."""
+    out = dict(POSITION_RUNS)
+    for name, spec in experiments.items():
+        if spec.get("group") == "position" and name not in out.values():
+            label = (spec.get("model") or {}).get("pos", name)
+            out[name if label in out else label] = name
+    return out
+
+
 # The stability map: (norm placement, warm-up) -> the experiment whose learning-rate sweep fills that row.
 STABILITY_ROWS = {("pre", True): "baseline", ("pre", False): "block_pre_norm_no_warmup",
                   ("post", True): "block_post_norm", ("post", False): "block_post_norm_no_warmup"}
