@@ -344,7 +344,7 @@ def test_the_init_probe_uses_the_same_weights_with_and_without_the_skips():
 
 
 def test_the_spike_detector_fires_on_a_spike_and_not_on_a_smooth_or_noisy_falling_curve():
-    from miniformer.training.divergence import count_spikes
+    from miniformer.runtime.spikes import count_spikes
 
     rng = np.random.default_rng(0)
     smooth = [3.2 * 0.995**t + 1.5 for t in range(300)]

@@ -14,7 +14,7 @@ from pathlib import Path
 PACKAGE_DIR = Path(__file__).resolve().parent.parent  # the miniformer package
 # Package-relative paths; a folder stands for every .py file under it.
 TRAINING_CODE = ("network", "runtime/batches.py", "runtime/optim.py", "runtime/schedule.py", "runtime/scoring.py",
-                 "training", "stages/train.py")
+                 "runtime/spikes.py", "training", "stages/train.py")
 EVALUATION_CODE = ("evaluation", "runtime/ngram.py", "stages/evaluate.py")
 INIT_PROBE_CODE = ("network", "evaluation/init_uniformity.py", "evaluation/uniformity.py", "stages/init_probe.py")
 

@@ -15,6 +15,7 @@ from dataclasses import dataclass
 
 from miniformer.errors import UserError
 from miniformer.layout import multiple_of_key
+from miniformer.runtime.spikes import SPIKE_RISE, SPIKE_WINDOW
 from miniformer.study.findings import Evidence, Finding, Judgement
 from miniformer.study.roles import HEAD_RUNS, NO_MASK, PAPER_HEADS, REFERENCE
 from miniformer.study.stats import (
@@ -32,7 +33,6 @@ from miniformer.study.stats import (
     source_quantity,
     z_quantile,
 )
-from miniformer.training.divergence import SPIKE_RISE, SPIKE_WINDOW
 
 Judge = Callable[[Evidence], Judgement]
 

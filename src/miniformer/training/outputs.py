@@ -10,7 +10,7 @@ import numpy as np
 from miniformer.network.flops import count_params
 from miniformer.runtime.files import atomic_write_text
 from miniformer.runtime.provenance import digests, write_sealed_json
-from miniformer.training.divergence import count_spikes
+from miniformer.runtime.spikes import count_spikes
 from miniformer.training.logs import write_log_tsv
 from miniformer.training.trainer import Trainer
 
