@@ -25,6 +25,8 @@ def test_the_slurm_profile_refuses_until_partition_and_account_are_set(tmp_path)
     assert done.returncode != 0 and len(errors) == 1 and "MINIFORMER_SLURM_PARTITION" in errors[0]
     assert "MINIFORMER_SLURM_ACCOUNT" not in errors[0].split(":")[2]  # it names only what is missing
     assert "Traceback" not in done.stderr
+    done = dry_run(study, MINIFORMER_SLURM_PARTITION="gpuq", MINIFORMER_SLURM_ACCOUNT="<account>")  # pasted as is
+    assert done.returncode != 0 and "needs MINIFORMER_SLURM_ACCOUNT" in done.stderr
     done = dry_run(study, MINIFORMER_SLURM_PARTITION="gpuq", MINIFORMER_SLURM_ACCOUNT="proj")
     assert done.returncode == 0, done.stderr[-2000:]
     resources = [line for line in done.stdout.splitlines() if "resources:" in line]

@@ -19,7 +19,9 @@ SLURM_SETTINGS = ("MINIFORMER_SLURM_PARTITION", "MINIFORMER_SLURM_ACCOUNT")  # p
 
 def slurm_settings_problem(environ):
     """Why the Slurm profile cannot submit yet (None: it can): the cluster's partition and account are the user's."""
-    unset = [name for name in SLURM_SETTINGS if not environ.get(name, "").strip()]
+    # unset, empty, or still the README's placeholder (`<partition>` pasted as it stands)
+    unset = [name for name in SLURM_SETTINGS
+             if not environ.get(name, "").strip() or "<" in environ[name] or ">" in environ[name]]
     if not unset:
         return None
     return (f"the Slurm profile needs {' and '.join(unset)}: `export MINIFORMER_SLURM_PARTITION=<partition>` "
