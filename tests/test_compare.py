@@ -48,7 +48,17 @@ def test_compare_exits_1_on_a_changed_verdict_and_refuses_a_folder_without_claim
     assert "CHANGED  RoPE beats learned: undecided  (reference: reproduced)" in capsys.readouterr().out
     assert main(["compare", "--results", str(tmp_path / "mine"), "--against", str(tmp_path)]) == 2
     err = capsys.readouterr().err
-    assert err.count("\n") == 1 and "holds no claims.json" in err
+    assert err.count("\n") == 1 and "holds no claims.json" in err and "--against" in err
+
+
+def test_compare_notes_claims_measured_under_another_profile(tmp_path, capsys):
+    for name, profile in (("mine", "smoke"), ("ref", "default")):
+        (tmp_path / name).mkdir()
+        document = {"profile": profile, "claims": [record("reproduced", 0.1, 0.03)]}
+        (tmp_path / name / "claims.json").write_text(json.dumps(document))
+    assert main(["compare", "--results", str(tmp_path / "mine"), "--against", str(tmp_path / "ref")]) == 0
+    out = capsys.readouterr().out
+    assert "under profile 'smoke', the other run's under 'default'" in out and "0 verdict(s) changed" in out
 
 
 def test_the_latex_table_escapes_and_marks_proxies():
@@ -57,3 +67,4 @@ def test_the_latex_table_escapes_and_marks_proxies():
     assert r"$+0.123 \pm 0.050$" in tex and "undecided (proxy)" in tex
     assert r"learned $-$ rope" in tex and tex.count("RoPE beats learned (Su 2021)") == 1  # the repeat row is blank
     assert latex_escape("50% & T_5 #1") == r"50\% \& T\_5 \#1"
+    assert latex_escape("1/√d, §3") == r"1/$\surd$d, \S{}3"

@@ -296,27 +296,31 @@ def test_a_failing_process_with_dvclive_exits_without_shutdown_noise(tmp_path):
 
 
 def test_tensorboard_tracking_mirrors_the_step_log_once_per_step_and_is_off_by_default(study_dir):
-    """train.tracking: tensorboard writes every logged row as TensorBoard scalars (read back offline with
-    tensorboard's own reader); a resume that trains nothing rebuilds them without duplicates; the default writes
-    none, and switching it off removes the old events."""
+    """params.yaml's `tracking: tensorboard` writes every logged row as TensorBoard scalars under
+    results/tensorboard/ (read back offline with tensorboard's own reader), outside the run's outputs; a resume that
+    trains nothing rebuilds them without duplicates; the default writes none. It is no param of a run: the run's
+    config, and so both tools' view of it, is the same either way."""
     from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
 
     prepared(study_dir)
     run = study_dir / "results" / "runs" / "baseline" / "seed0"
+    events_dir = study_dir / "results" / "tensorboard" / "baseline" / "seed0"
     assert cli(study_dir, "train", "baseline", "--seed", "0") == 0
-    assert not (run / "tensorboard").exists()
+    assert not (study_dir / "results" / "tensorboard").exists()
     params = yaml.safe_load((study_dir / "params.yaml").read_text())
-    params["train"]["tracking"] = "tensorboard"
+    before = Study(params).config("baseline", 0).to_dict()
+    params["tracking"] = "tensorboard"
     (study_dir / "params.yaml").write_text(yaml.safe_dump(params))
-    for _ in range(2):  # the switch needs no retraining (it shapes no weight), and a second resume adds nothing
+    assert Study(params).config("baseline", 0).to_dict() == before
+    for _ in range(2):  # a resume at the last step trains nothing; a second adds no duplicate events
         assert cli(study_dir, "train", "baseline", "--seed", "0") == 0
-    events = EventAccumulator(str(run / "tensorboard"))
+    events = EventAccumulator(str(events_dir))
     events.Reload()
     logged = [line.split("\t") for line in (run / "log.tsv").read_text().splitlines()[1:]]
     steps = [int(row[0]) for row in logged]
     assert [e.step for e in events.Scalars("train_loss")] == steps == [5, 10, 15, 20, 25, 30]
     assert [round(e.value, 4) for e in events.Scalars("val_loss")] == [round(float(row[2]), 4) for row in logged]
-    params["train"]["tracking"] = "none"
-    (study_dir / "params.yaml").write_text(yaml.safe_dump(params))
-    assert cli(study_dir, "train", "baseline", "--seed", "0") == 0
     assert not (run / "tensorboard").exists()
+    params["tracking"] = "wandb"
+    (study_dir / "params.yaml").write_text(yaml.safe_dump(params))
+    assert cli(study_dir, "train", "baseline", "--seed", "0") == 2

@@ -466,7 +466,9 @@ def test_the_claims_table_is_data_and_compare_flags_a_changed_verdict(smk, tmp_p
     from miniformer.cli import main
 
     results = smk / "results"
-    records = json.loads((results / "claims.json").read_text())
+    document = json.loads((results / "claims.json").read_text())
+    records = document["claims"]
+    assert document["profile"] == "smoke"
     verdicts = json.loads((results / "verdicts.json").read_text())
     assert sum(r["verdict"] == "reproduced" and r["counted"] for r in records) == verdicts["reproduced"]
     rows = list(csv.DictReader((results / "claims.csv").open()))
@@ -475,8 +477,8 @@ def test_the_claims_table_is_data_and_compare_flags_a_changed_verdict(smk, tmp_p
     assert r"\toprule" in tex and r"\bottomrule" in tex and tex.count(r"\\") >= len(rows)
     assert main(["compare", "--results", str(results), "--against", str(results / "claims.json")]) == 0
     assert "0 verdict(s) changed, 0 effect(s) moved" in capsys.readouterr().out
-    edited = json.loads(json.dumps(records))
-    target = next(r for r in edited if r["counted"])
+    edited = json.loads(json.dumps(document))
+    target = next(r for r in edited["claims"] if r["counted"])
     target["verdict"] = "contradicted" if target["verdict"] != "contradicted" else "reproduced"
     (tmp_path / "claims.json").write_text(json.dumps(edited))
     assert main(["compare", "--results", str(results), "--against", str(tmp_path)]) == 1

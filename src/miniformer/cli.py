@@ -123,7 +123,9 @@ def train_one(study, experiment: str, seed: int, results: Path, data: Path, mode
 
     out = run_dir(results, experiment, seed)
     _writable(out)
-    metrics = train(study.config(experiment, seed), Path(data), out, resume=mode)
+    # params.yaml's `tracking: tensorboard`: events beside the runs, outside every stage's outputs
+    tensorboard = Path(results, "tensorboard", experiment, f"seed{seed}") if study.tracking == "tensorboard" else None
+    metrics = train(study.config(experiment, seed), Path(data), out, resume=mode, tensorboard=tensorboard)
     status = f"diverged at step {metrics['divergence_step']}" if metrics["diverged"] else "done"
     print(f"{experiment}/seed{seed}: {status}, final val (estimate) {metrics['final_val_loss_estimate']}")
 

@@ -73,7 +73,6 @@ class TrainConfig:
     threads: int = 1  # each job's torch threads; Snakemake runs `--cores` jobs side by side
     device: str = "auto"  # auto | cpu | cuda | mps
     bf16: bool = True  # bf16 autocast on CUDA only
-    tracking: str = "none"  # none | tensorboard: the step log also as TensorBoard events (offline), beside dvclive/
 
 
 @dataclass
@@ -101,7 +100,7 @@ class EvalConfig:
 SECTIONS: dict[str, type] = {"data": DataConfig, "model": ModelConfig, "train": TrainConfig, "eval": EvalConfig}
 EXPERIMENT_KEYS = {"group", "hypothesis", "all_seeds", "seeds", "peer", "sweep", "profiles", *SECTIONS}
 PROFILE_KEYS = {"seeds_per_experiment", *SECTIONS}
-TOP_KEYS = {"profile", "seeds", "experiments", "profiles", "findings", *SECTIONS}
+TOP_KEYS = {"profile", "seeds", "experiments", "profiles", "findings", "tracking", *SECTIONS}
 SWEEP_SECTIONS = ("model", "train", "eval")  # data is shared by every run: one tokenization
 
 
@@ -147,8 +146,7 @@ class RunConfig:
         """The config values that shape the trained weights (not threads, logging or sampling cadence)."""
         d = self.to_dict()
         shaping = {k: d[k] for k in ("seed", "data", "model")}
-        shaping["train"] = {k: v for k, v in d["train"].items()
-                            if k not in ("threads", "log_every", "sample_every", "tracking")}
+        shaping["train"] = {k: v for k, v in d["train"].items() if k not in ("threads", "log_every", "sample_every")}
         return shaping
 
     def config_fingerprint(self) -> str:
@@ -268,6 +266,11 @@ class Study:
         _check_profiles(raw.get("profiles", {}))
         self.seeds: list[int] = raw.get("seeds", [0, 1, 2])
         _check_seeds(self.seeds)
+        # where trainings mirror their step log besides log.tsv and DVCLive; not a param of any run (it shapes no
+        # weight and no stage's output), so switching it re-runs nothing under either tool
+        self.tracking = raw.get("tracking", "none")
+        if self.tracking not in TRACKERS:
+            raise UserError(f"params: tracking = {_short(self.tracking)}; choose one of {', '.join(TRACKERS)}")
         self.experiments: dict[str, dict] = raw.get("experiments") or {}
         for name, exp in self.experiments.items():
             _check_experiment(name, exp)
@@ -523,7 +526,6 @@ def _validate_train(t: TrainConfig, where: str) -> None:
         (0 <= t.beta1 < 1 and 0 <= t.beta2 < 1, f"train.beta1/beta2 = {t.beta1}/{t.beta2} must be in [0, 1)"),
         (t.threads > 0, f"train.threads = {t.threads} must be > 0"),
         (t.device in DEVICES, f"train.device = {t.device!r}; choose {', '.join(DEVICES)}"),
-        (t.tracking in TRACKERS, f"train.tracking = {t.tracking!r}; choose {', '.join(TRACKERS)}"),
     ]
     for ok, message in checks:
         if not ok:

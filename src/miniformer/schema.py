@@ -8,7 +8,7 @@ from __future__ import annotations
 import json
 from dataclasses import MISSING, fields
 
-from miniformer.params import GROUPS, PROFILES, SECTIONS, FindingsConfig
+from miniformer.params import GROUPS, PROFILES, SECTIONS, TRACKERS, FindingsConfig
 
 # a dataclass field's annotation (a string: the modules use postponed annotations) -> its JSON type; an int is a number
 JSON_TYPES = {"int": "integer", "float": ["integer", "number"], "bool": "boolean", "str": "string", "list": "array"}
@@ -44,6 +44,7 @@ def params_schema() -> dict:
         "additionalProperties": False,
         "properties": {
             "profile": {"enum": list(PROFILES)},
+            "tracking": {"enum": list(TRACKERS)},
             **sections,
             "findings": section_schema(FindingsConfig),
             "seeds": {"type": "array", "items": {"type": "integer"}, "minItems": 1},

@@ -25,7 +25,8 @@ def slurm_settings_problem(environ):
     if not unset:
         return None
     return (f"the Slurm profile needs {' and '.join(unset)}: `export MINIFORMER_SLURM_PARTITION=<partition>` "
-            "(sinfo -s lists them) and `export MINIFORMER_SLURM_ACCOUNT=<account>` (sacctmgr show assoc user=$USER), "
+            "(sinfo -s lists them) and `export MINIFORMER_SLURM_ACCOUNT=<account>` "
+            "(sacctmgr show assoc user=$USER format=account), "
             "see profiles/slurm/config.yaml")
 
 
@@ -77,6 +78,9 @@ def dvc_made(*stages):
     outputs (`dvc status` does not list it). False outside a DVC project, or when DVC cannot tell."""
 
     def made():
+        # DVC reads the profile params.yaml names; a run under another `--config profile=` is not what it recorded
+        if PROFILE != STUDY.raw.get("profile", "default"):
+            return False
         if not Path(".dvc").is_dir() or not Path("dvc.lock").exists():
             return False
         if not _DVC_CHANGED:

@@ -25,18 +25,21 @@ def claims_file(path: Path) -> Path:
         for name in (CLAIMS_JSON, REFERENCE_CLAIMS):
             if (path / name).is_file():
                 return path / name
-        raise UserError(f"{str(path)!r} holds no {CLAIMS_JSON} or {REFERENCE_CLAIMS}; run the study (or `miniformer "
-                        "report`) first, which writes results/claims.json")
+        raise UserError(f"{str(path)!r} holds no {CLAIMS_JSON} or {REFERENCE_CLAIMS} (a reference rendered before "
+                        "claims files were written has none); pass --against another run's results/ folder or its "
+                        "claims.json")
     if not path.is_file():
         raise UserError(f"no claims file at {str(path)!r}; pass a claims.json or a folder holding one")
     return path
 
 
-def read_claims(path: Path) -> dict[str, dict]:
+def read_claims(path: Path) -> tuple[str | None, dict[str, dict]]:
+    """(the profile the claims were measured under, the claims by their text)."""
     file = claims_file(path)
     try:
-        records = json.loads(file.read_text(encoding="utf-8"))
-        return {r["claim"]: r for r in records}
+        data = json.loads(file.read_text(encoding="utf-8"))
+        records = data["claims"] if isinstance(data, dict) else data
+        return (data.get("profile") if isinstance(data, dict) else None), {r["claim"]: r for r in records}
     except (OSError, ValueError, TypeError, KeyError):
         raise UserError(f"{str(file)!r} is not a claims file (a list of claims with their estimates); write it again "
                         "with `miniformer report`") from None
@@ -88,9 +91,12 @@ def compare(mine: dict[str, dict], theirs: dict[str, dict]) -> Comparison:
 
 def run_compare(results: Path, against: Path) -> int:
     """Print the comparison; 1 when a verdict changed, else 0."""
-    mine, theirs = read_claims(results), read_claims(against)
+    (my_profile, mine), (their_profile, theirs) = read_claims(results), read_claims(against)
     result = compare(mine, theirs)
     print(f"your run ({claims_file(results)}) against {claims_file(against)}:")
+    if my_profile != their_profile:
+        print(f"note: your claims were measured under profile {my_profile!r}, the other run's under "
+              f"{their_profile!r}: verdicts at other budgets may differ for that reason alone")
     print("\n".join(result.lines))
     print(f"{result.changed_verdicts} verdict(s) changed, {result.moved_effects} effect(s) moved by more than "
           f"√(h₁² + h₂²), {result.only_one_side} claim(s) on one side only")

@@ -482,7 +482,8 @@ def build_report(study: Study, results: Path, out: Path, data_dir: Path = DATA_D
         proxy_count=sum(not c.counted for c in found),
     )
     atomic_write_text(out, with_contents(html))
-    for name, text in claim_files(found).items():  # the claims as data: `miniformer compare`, a paper's table
+    # the claims as data: `miniformer compare`, a paper's table
+    for name, text in claim_files(found, study.profile).items():
         atomic_write_text(results / name, text)
     write_json(results / "verdicts.json", {**verdict_totals(found), "proxy": sum(not c.counted for c in found),
                                            "contradicted at this budget": at_budget,

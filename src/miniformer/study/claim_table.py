@@ -59,7 +59,7 @@ def to_csv(rows: list[dict]) -> str:
 _LATEX_SPECIAL = {"\\": r"\textbackslash{}", "&": r"\&", "%": r"\%", "$": r"\$", "#": r"\#", "_": r"\_",
                   "{": r"\{", "}": r"\}", "~": r"\textasciitilde{}", "^": r"\textasciicircum{}"}
 _LATEX_MATH = {"−": "$-$", "±": r"$\pm$", "×": r"$\times$", "≤": r"$\le$", "≥": r"$\ge$", "≈": r"$\approx$",
-               "√": r"$\sqrt{}$", "→": r"$\to$", "·": r"$\cdot$"}
+               "√": r"$\surd$", "§": r"\S{}", "→": r"$\to$", "·": r"$\cdot$"}
 
 
 def latex_escape(text: str) -> str:
@@ -83,11 +83,12 @@ def to_latex(rows: list[dict]) -> str:
     return "\n".join(lines)
 
 
-def claim_files(found: list[Finding]) -> dict[str, str]:
-    """The three files' names and texts."""
+def claim_files(found: list[Finding], profile: str) -> dict[str, str]:
+    """The three files' names and texts; the JSON names the profile the claims were measured under."""
     records = claim_records(found)
     rows = claim_rows(records)
-    return {CLAIMS_JSON: json.dumps(records, indent=1, ensure_ascii=False), CLAIMS_CSV: to_csv(rows),
+    document = {"profile": profile, "claims": records}
+    return {CLAIMS_JSON: json.dumps(document, indent=1, ensure_ascii=False), CLAIMS_CSV: to_csv(rows),
             CLAIMS_TEX: to_latex(rows)}
 
 

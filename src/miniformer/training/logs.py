@@ -74,8 +74,8 @@ class TensorBoardMirror:
         try:
             from torch.utils.tensorboard import SummaryWriter
         except ImportError:
-            raise UserError("train.tracking: tensorboard needs the tensorboard package: pip install -e '.[tracking]' "
-                            "(or set train.tracking: none)") from None
+            raise UserError("tracking: tensorboard needs the tensorboard package: pip install -e '.[tracking]' (or "
+                            "set tracking: none in params.yaml)") from None
         shutil.rmtree(folder, ignore_errors=True)
         self.writer = SummaryWriter(log_dir=str(folder))
         for row in rows:
@@ -89,14 +89,13 @@ class TensorBoardMirror:
 
 
 class StepMirrors:
-    """Every place the step log is mirrored: DVCLive always (when installed), TensorBoard when train.tracking asks."""
+    """Every place the step log is mirrored: DVCLive always (when installed), TensorBoard into ``tensorboard`` when
+    params.yaml's `tracking:` asks (a folder outside the run's outputs, so neither tool sees a change in them)."""
 
-    def __init__(self, out: Path, rows: list[dict], tracking: str) -> None:
+    def __init__(self, out: Path, rows: list[dict], tensorboard: Path | None) -> None:
         self.mirrors: list = [DvcLiveMirror(out / "dvclive", rows)]
-        if tracking == "tensorboard":
-            self.mirrors.append(TensorBoardMirror(out / "tensorboard", rows))
-        else:
-            shutil.rmtree(out / "tensorboard", ignore_errors=True)  # switched off: no stale events left to read
+        if tensorboard is not None:
+            self.mirrors.append(TensorBoardMirror(tensorboard, rows))
 
     def log(self, row: dict) -> None:
         for mirror in self.mirrors:

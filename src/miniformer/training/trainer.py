@@ -45,8 +45,10 @@ def build_model(run: RunConfig, base_vocab: int) -> tuple[MiniFormer, Specials]:
 
 
 class Trainer:
-    def __init__(self, run: RunConfig, data_dir: Path, out_dir: Path, primitives: Primitives | None = None) -> None:
+    def __init__(self, run: RunConfig, data_dir: Path, out_dir: Path, primitives: Primitives | None = None,
+                 tensorboard: Path | None = None) -> None:
         self.run, self.t, self.folder = run, run.train, RunFolder(out_dir)
+        self.tensorboard = tensorboard  # where the step log also goes as TensorBoard events (None: nowhere)
         self.name = f"{run.experiment}/seed{run.seed}"
         torch.set_num_threads(self.t.threads)
         self.device = pick_device(self.t.device)
@@ -147,7 +149,7 @@ class Trainer:
 
     def loop(self, progress: bool) -> int:
         """Train until the last step or a divergence; returns the step of the last checkpoint saved."""
-        live = StepMirrors(self.folder.out, self.logs["rows"], self.t.tracking)
+        live = StepMirrors(self.folder.out, self.logs["rows"], self.tensorboard)
         bar = make_bar(self.t.steps, self.step, progress, self.name)
         self.model.train()
         last_log, last_good = (time.perf_counter(), self.step), self.step
