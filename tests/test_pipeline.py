@@ -561,3 +561,15 @@ def test_after_snakemake_a_dvc_experiment_reruns_one_experiment_and_snakemake_th
     assert dvc_changed_stages(smk) == set()
     assert planned_jobs(smk) == {}, planned_jobs(smk)
     assert (smk / "results" / "signatures" / "pos_alibi" / "seed0.json").stat().st_mtime == 0
+
+
+def test_another_config_profile_is_planned_in_full_and_the_files_profile_comes_back_clean(smk):
+    """A Snakemake run under `--config profile=…` other than params.yaml's is not what DVC recorded: every run of that
+    profile is planned (DVC's record is never taken as its own); back on the file's profile, what DVC recorded is
+    current again and nothing is planned."""
+    from miniformer.params import Study
+
+    out = sh(smk, "snakemake", "-n", "--nolock", "--config", "profile=default")
+    jobs = dict(re.findall(r"^(\w+)\s+(\d+)$", out.stdout + out.stderr, flags=re.M))
+    assert int(jobs.get("train", 0)) == len(Study.load(smk / "params.yaml", "default").runs()), jobs
+    assert planned_jobs(smk) == {}
