@@ -403,6 +403,35 @@ def test_model_samples_are_escaped_by_the_report_builder(smk, tmp_path):
     assert "<script>alert(1)" not in html
 
 
+def test_after_snakemake_a_dvc_experiment_reruns_one_experiment_and_snakemake_then_plans_nothing(smk):
+    """One state for both tools: what Snakemake ran is DVC's record; `dvc exp run -S` with one override re-runs that
+    experiment and the two stages after it, without warnings; then Snakemake finds nothing to redo and leaves its
+    signature of that experiment marked "no known change"."""
+    sh(smk, "snakemake", "--cores", "2", "all")  # whatever earlier tests left, brought up to date (and recorded)
+    assert dvc_changed_stages(smk) == set()
+    sh(smk, "git", "add", "-A")
+    sh(smk, "git", "-c", "user.name=t", "-c", "user.email=t@t", "commit", "-qm", "after snakemake", check=False)
+    done = sh(smk, "dvc", "exp", "run", "-n", "alibi-lr", "-S", "+experiments.pos_alibi.train.lr=0.006", timeout=1200)
+    ran = set(re.findall(r"Running stage '([^']+)'", done.stdout))
+    assert ran == {"run@pos_alibi", "aggregate", "report"}, ran
+    assert "WARNING" not in done.stdout + done.stderr, (done.stdout + done.stderr)[-2000:]
+    assert dvc_changed_stages(smk) == set()
+    assert planned_jobs(smk) == {}, planned_jobs(smk)
+    assert (smk / "results" / "signatures" / "pos_alibi" / "seed0.json").stat().st_mtime == 0
+
+
+def test_another_config_profile_is_planned_in_full_and_the_files_profile_comes_back_clean(smk):
+    """A Snakemake run under `--config profile=…` other than params.yaml's is not what DVC recorded: every run of that
+    profile is planned (DVC's record is never taken as its own); back on the file's profile, what DVC recorded is
+    current again and nothing is planned."""
+    from miniformer.params import Study
+
+    out = sh(smk, "snakemake", "-n", "--nolock", "--config", "profile=default")
+    jobs = dict(re.findall(r"^(\w+)\s+(\d+)$", out.stdout + out.stderr, flags=re.M))
+    assert int(jobs.get("train", 0)) == len(Study.load(smk / "params.yaml", "default").runs()), jobs
+    assert planned_jobs(smk) == {}
+
+
 def test_code_edits_rerun_what_they_touch(smk):
     """Evaluation code edited: every run re-evaluates, none retrains. Model code edited: every run retrains.
     DVC sees the same (every `run@` stage changed). Last in this file: it leaves the copy's code edited."""
@@ -546,30 +575,3 @@ def test_the_reports_anchors_resolve_and_its_glance_table_agrees_with_the_claims
     assert dom.index('id="at-a-glance"') < dom.index('id="contents"') < dom.index("<b>Method.</b>")
     assert {f"claim-{i}" for i in range(1, len(table) + 1)} <= set(page.links)
 
-
-def test_after_snakemake_a_dvc_experiment_reruns_one_experiment_and_snakemake_then_plans_nothing(smk):
-    """One state for both tools: what Snakemake ran is DVC's record; `dvc exp run -S` with one override re-runs that
-    experiment and the two stages after it, without warnings; then Snakemake finds nothing to redo and leaves its
-    signature of that experiment marked "no known change"."""
-    assert dvc_changed_stages(smk) == set()
-    sh(smk, "git", "add", "-A")
-    sh(smk, "git", "-c", "user.name=t", "-c", "user.email=t@t", "commit", "-qm", "after snakemake", check=False)
-    done = sh(smk, "dvc", "exp", "run", "-n", "alibi-lr", "-S", "+experiments.pos_alibi.train.lr=0.006", timeout=1200)
-    ran = set(re.findall(r"Running stage '([^']+)'", done.stdout))
-    assert ran == {"run@pos_alibi", "aggregate", "report"}, ran
-    assert "WARNING" not in done.stdout + done.stderr, (done.stdout + done.stderr)[-2000:]
-    assert dvc_changed_stages(smk) == set()
-    assert planned_jobs(smk) == {}, planned_jobs(smk)
-    assert (smk / "results" / "signatures" / "pos_alibi" / "seed0.json").stat().st_mtime == 0
-
-
-def test_another_config_profile_is_planned_in_full_and_the_files_profile_comes_back_clean(smk):
-    """A Snakemake run under `--config profile=…` other than params.yaml's is not what DVC recorded: every run of that
-    profile is planned (DVC's record is never taken as its own); back on the file's profile, what DVC recorded is
-    current again and nothing is planned."""
-    from miniformer.params import Study
-
-    out = sh(smk, "snakemake", "-n", "--nolock", "--config", "profile=default")
-    jobs = dict(re.findall(r"^(\w+)\s+(\d+)$", out.stdout + out.stderr, flags=re.M))
-    assert int(jobs.get("train", 0)) == len(Study.load(smk / "params.yaml", "default").runs()), jobs
-    assert planned_jobs(smk) == {}
