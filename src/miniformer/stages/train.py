@@ -25,8 +25,8 @@ def train(run: RunConfig, data_dir: Path, out_dir: Path, resume: str = "auto", p
     if progress is None:
         progress = sys.stderr.isatty()
     os.environ.setdefault("HF_HUB_OFFLINE", "1")
-    trainer = Trainer(run, data_dir, out_dir, primitives, tensorboard)
+    trainer = Trainer(run, data_dir, out_dir, primitives)
     trainer.folder.out.mkdir(parents=True, exist_ok=True)
     with run_lock(trainer.folder.out, trainer.name):
-        trainer.fit(resume, progress)
+        trainer.fit(resume, progress, tensorboard)
         return write_outputs(trainer)

@@ -45,10 +45,8 @@ def build_model(run: RunConfig, base_vocab: int) -> tuple[MiniFormer, Specials]:
 
 
 class Trainer:
-    def __init__(self, run: RunConfig, data_dir: Path, out_dir: Path, primitives: Primitives | None = None,
-                 tensorboard: Path | None = None) -> None:
+    def __init__(self, run: RunConfig, data_dir: Path, out_dir: Path, primitives: Primitives | None = None) -> None:
         self.run, self.t, self.folder = run, run.train, RunFolder(out_dir)
-        self.tensorboard = tensorboard  # where the step log also goes as TensorBoard events (None: nowhere)
         self.name = f"{run.experiment}/seed{run.seed}"
         torch.set_num_threads(self.t.threads)
         self.device = pick_device(self.t.device)
@@ -147,9 +145,9 @@ class Trainer:
     def due(self, every: int) -> bool:
         return self.step % every == 0 or self.step == self.t.steps
 
-    def loop(self, progress: bool) -> int:
-        """Train until the last step or a divergence; returns the step of the last checkpoint saved."""
-        live = StepMirrors(self.folder.out, self.logs["rows"], self.tensorboard)
+    def loop(self, progress: bool, tensorboard: Path | None = None) -> int:
+        """Train to the last step or a divergence (step log to ``tensorboard`` too); returns the last checkpoint's step."""
+        live = StepMirrors(self.folder.out, self.logs["rows"], tensorboard)
         bar = make_bar(self.t.steps, self.step, progress, self.name)
         self.model.train()
         last_log, last_good = (time.perf_counter(), self.step), self.step
@@ -183,7 +181,7 @@ class Trainer:
         bar.close()
         return last_good
 
-    def fit(self, resume: str, progress: bool) -> None:
+    def fit(self, resume: str, progress: bool, tensorboard: Path | None = None) -> None:
         """Resume or start fresh, train, and record a divergence in the checkpoint it falls back to."""
         s = self.folder.resumable(self.fingerprint, resume, self.device)
         if s is not None:
@@ -191,7 +189,7 @@ class Trainer:
         else:
             self.folder.clear_derived()
             self.folder.save(self.state())  # step 0: a valid checkpoint from the start (divergence falls back to it)
-        last_good = self.loop(progress)
+        last_good = self.loop(progress, tensorboard)
         if self.divergence:
             print(f"[{self.name}] diverged at step {self.divergence['step']}: {self.divergence['reason']}; keeping the "
                   f"checkpoint of step {last_good}", file=sys.stderr)
