@@ -146,7 +146,7 @@ class Trainer:
         return self.step % every == 0 or self.step == self.t.steps
 
     def loop(self, progress: bool, tensorboard: Path | None = None) -> int:
-        """Train to the last step or a divergence (step log to ``tensorboard`` too); returns the last checkpoint's step."""
+        """Train to the last step or a divergence (step log to ``tensorboard`` too); returns the last saved step."""
         live = StepMirrors(self.folder.out, self.logs["rows"], tensorboard)
         bar = make_bar(self.t.steps, self.step, progress, self.name)
         self.model.train()
