@@ -261,16 +261,14 @@ def cmd_score(args) -> None:
 
 def cmd_export(args) -> None:
     from miniformer.layout import run_name, seed_of
-    from miniformer.runtime.files import read_json
     from miniformer.runtime.tokendata import TokenData
     from miniformer.stages import explore
     from miniformer.stages.export import corpus_prompt, export_run
 
     results = Path(args.results)
     path = explore.resolve_run(args.run, results, args.seed)
-    meta = read_json(Path(args.data) / "meta.json", "run `miniformer prepare` (or pass --data)")
-    data = TokenData(Path(args.data))
-    prompt = corpus_prompt(data.tokenizer.decode(data.splits["val"][:2000].tolist()))
+    data = TokenData(Path(args.data))  # its meta.json (checked against the token files) and the card's prompt
+    meta, prompt = data.meta, corpus_prompt(data)
     evaluated = None  # the run's evaluation folder, when the run lives in a study tree
     if (path / "ckpt.pt").exists() and path.is_relative_to(results / "runs"):
         evaluated = eval_dir(results, run_name(results, path), seed_of(path))

@@ -302,9 +302,10 @@ def _umask() -> int:
     return current
 
 
-def corpus_prompt(text: str, length: int = 12) -> str:
-    """The start of the first line of ``text`` (the val split) with some words on it: the snippets' prompt, which the
-    tokenizer is sure to read (a character the train split lacks would be refused)."""
+def corpus_prompt(data, length: int = 12) -> str:
+    """The start of the first line of the val split (``data``: TokenData) with some words on it: the snippets'
+    prompt, which the tokenizer is sure to read (a character the train split lacks would be refused)."""
+    text = data.tokenizer.decode(data.splits["val"][:2000].tolist())
     lines = [line.strip() for line in text.splitlines() if len(line.strip()) >= 4]
     return (lines[0] if lines else text.strip())[:length]
 
@@ -336,7 +337,7 @@ def export_model(model: MiniFormer, data_dir: Path, out: Path, name: str, train:
         raise UserError(f"the model's vocabulary ({model.cfg.vocab_size}) is not the one of {str(data_dir)!r}'s "
                         "tokenizer; pass the data folder it was trained on")
     config = {"model": model.cfg.to_dict(), "train": train, **({"finetune": finetune} if finetune else {})}
-    prompt = corpus_prompt(data.tokenizer.decode(data.splits["val"][:2000].tolist()))
+    prompt = corpus_prompt(data)
     return write_export(model.eval(), ExportSource(name, config, data.meta, None, None, prompt), out)
 
 
