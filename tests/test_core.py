@@ -8,6 +8,7 @@ import pytest
 import torch
 
 from miniformer.network.attention import (
+    AttentionInputs,
     KVCache,
     SelfAttention,
     apply_causal_mask,
@@ -44,6 +45,15 @@ def tiny(**overrides) -> ModelConfig:
     base = dict(vocab_size=20, block_size=16, n_layer=2, n_head=4, n_embd=32)
     base.update(overrides)
     return ModelConfig(**base)
+
+
+def attention(n_embd: int, n_head: int, **switches) -> SelfAttention:
+    """One SelfAttention layer with these ModelConfig switches (no position method: the tests hand in their own)."""
+    return SelfAttention(ModelConfig(n_embd=n_embd, n_head=n_head, pos="none", **switches))
+
+
+def attend(attn: SelfAttention, x: torch.Tensor, mask: torch.Tensor | None, **inputs) -> tuple:
+    return attn(x, AttentionInputs(mask, **inputs))
 
 
 def model_of(**overrides) -> MiniFormer:
@@ -100,7 +110,7 @@ def test_init_qkv_proj_gives_three_width_preserving_projections():
 ])
 def test_self_attention_refuses_impossible_switches(kwargs, message):
     with pytest.raises(ValueError, match=message):
-        SelfAttention(32, **kwargs)
+        attention(32, **kwargs)
 
 
 def test_kv_cache_of_a_one_layer_model():
@@ -173,7 +183,7 @@ HAND_CASES = [(k, p) for k in HAND_COMPUTED for p in ("explicit", "sdpa")] + [("
 def test_attention_matches_a_hand_computed_example(kind, path):
     q, k, v = (torch.tensor(t, dtype=torch.float64).view(1, 1, 3, 1) for t in ([1, 2, 0], [1, 0, 1], [1, 2, 4]))
     mask = {"causal": make_causal_mask(3), "prefix": prefix_mask(torch.tensor([2]), 3)[0], "full": None}[kind]
-    attn = SelfAttention(1, 1).double()
+    attn = attention(1, 1).double()
     if path == "explicit":
         out, _ = attn._explicit(q, k, v, mask, None)
     else:
@@ -204,37 +214,38 @@ def test_attention_weights_above_diagonal_are_exactly_zero():
 
 def test_no_scale_gives_sharper_attention():
     x = torch.randn(1, 16, 32) * 3
-    scaled, unscaled = SelfAttention(32, 1, scale=True), SelfAttention(32, 1, scale=False)
+    scaled, unscaled = attention(32, 1, attn_scale=True), attention(32, 1, attn_scale=False)
     unscaled.load_state_dict(scaled.state_dict())
     mask = make_causal_mask(16)
 
     def entropy(w):
         return -(w * w.clamp_min(1e-12).log()).sum(-1).mean()
 
-    assert entropy(unscaled(x, mask, return_weights=True)[1]) < entropy(scaled(x, mask, return_weights=True)[1])
+    sharp, soft = (attend(a, x, mask, return_weights=True)[1] for a in (unscaled, scaled))
+    assert entropy(sharp) < entropy(soft)
 
 
 def test_qkv_role_swap_is_a_relabelling_of_the_projections():
-    a = SelfAttention(16, 2, qkv_order="qkv")
-    b = SelfAttention(16, 2, qkv_order="kqv")
+    a = attention(16, 2, qkv_order="qkv")
+    b = attention(16, 2, qkv_order="kqv")
     b.k_proj.load_state_dict(a.q_proj.state_dict())  # b's key projection plays its query: it holds a's query weights
     b.q_proj.load_state_dict(a.k_proj.state_dict())
     b.v_proj.load_state_dict(a.v_proj.state_dict())
     b.o_proj.load_state_dict(a.o_proj.state_dict())
     x = torch.randn(2, 5, 16)
     mask = make_causal_mask(5)
-    torch.testing.assert_close(a(x, mask)[0], b(x, mask)[0])
+    torch.testing.assert_close(attend(a, x, mask)[0], attend(b, x, mask)[0])
 
 
 def test_head_mean_projects_from_one_head_width():
     torch.manual_seed(0)
-    attn = SelfAttention(32, 4, head_merge="mean")
+    attn = attention(32, 4, head_merge="mean")
     assert attn.o_proj.in_features == 8
     x = torch.randn(1, 3, 32)
     q, k, v = split_heads_qkv(attn.q_proj(x), attn.k_proj(x), attn.v_proj(x), 4)
     per_head = attn_softmax(attn_scaled(pairwise_similarities(q, k), 32, 4)) @ v  # (1, 4, 3, 8), no mask
     expected = attn.o_proj(per_head.mean(dim=1))  # the heads' average, not their sum or concatenation
-    torch.testing.assert_close(attn(x, None)[0], expected)
+    torch.testing.assert_close(attend(attn, x, None)[0], expected)
 
 
 # --- positions -------------------------------------------------------------------------------------------------------
@@ -289,7 +300,7 @@ def test_rope_hook_rotates_query_and_key_per_head():
 def test_rope_attention_rotates_the_query_and_key_roles(order):
     """Under a role swap the rotation follows the role: the projection playing the query is the one rotated."""
     torch.manual_seed(0)
-    attn = SelfAttention(8, 2, qkv_order=order)
+    attn = attention(8, 2, qkv_order=order)
     x = torch.randn(1, 4, 8)
     rotate_qk = Rotary(4, 2).rotary(4, torch.device("cpu"))
     seen = []
@@ -298,7 +309,7 @@ def test_rope_attention_rotates_the_query_and_key_roles(order):
         seen.append((q.clone(), k.clone()))
         return rotate_qk(q, k)
 
-    attn(x, None, rotary=recording)
+    attend(attn, x, None, rotary=recording)
     proj = {"q": attn.q_proj, "k": attn.k_proj, "v": attn.v_proj}
     torch.testing.assert_close(seen[0][0], proj[order[0]](x).view(1, 4, 2, 4))
     torch.testing.assert_close(seen[0][1], proj[order[1]](x).view(1, 4, 2, 4))
@@ -493,15 +504,15 @@ def test_every_position_method_breaks_permutation_equivariance_of_a_bidirectiona
 @pytest.mark.parametrize("placement", ["pre", "post"])
 def test_the_block_computes_its_published_formula(placement):
     """pre-norm: x + f(norm(x)) for attention then MLP (GPT-2); post-norm: norm(x + f(x)) (Vaswani et al.)."""
-    from miniformer.network.model import AttentionInputs, Block
+    from miniformer.network.model import Block
 
     torch.manual_seed(0)
     block = Block(tiny(norm_placement=placement)).eval()
     x = torch.randn(2, 5, 32)
-    inputs = AttentionInputs(make_causal_mask(5), None, None, False, True)
+    inputs = AttentionInputs(make_causal_mask(5), causal_hint=True)
 
     def attn(h):
-        return block.attn(h, make_causal_mask(5))[0]
+        return block.attn(h, inputs)[0]
 
     if placement == "pre":
         h = x + attn(block.norm1(x))
@@ -736,25 +747,25 @@ def test_dropout_reaches_the_embeddings_in_training_only():
 def test_tied_query_and_key_give_symmetric_scores():
     """k = q: score(i, j) = score(j, i), so log w_ij − log w_ji = log Z_j − log Z_i (the row normalisers) alone."""
     torch.manual_seed(0)
-    attn = SelfAttention(16, 1, qk_tied=True).eval()
-    _, w = attn(torch.randn(1, 6, 16), None, return_weights=True)
+    attn = attention(16, 1, qk_tied=True).eval()
+    _, w = attend(attn, torch.randn(1, 6, 16), None, return_weights=True)
     m = (w[0, 0].log() - w[0, 0].log().T).double()
     assert torch.allclose(m, m[0][None, :] - m[0][:, None], atol=1e-5)
-    untied = SelfAttention(16, 1).eval()
-    _, w = untied(torch.randn(1, 6, 16), None, return_weights=True)
+    untied = attention(16, 1).eval()
+    _, w = attend(untied, torch.randn(1, 6, 16), None, return_weights=True)
     m = (w[0, 0].log() - w[0, 0].log().T).double()
     assert not torch.allclose(m, m[0][None, :] - m[0][:, None], atol=1e-3)
 
 
 def test_without_a_value_projection_the_values_are_the_input():
     torch.manual_seed(0)
-    attn = SelfAttention(16, 2, value_proj=False).eval()
+    attn = attention(16, 2, value_proj=False).eval()
     x = torch.randn(2, 5, 16)
-    y, w = attn(x, make_causal_mask(5), return_weights=True)
+    y, w = attend(attn, x, make_causal_mask(5), return_weights=True)
     values = x.view(2, 5, 2, 8).transpose(1, 2)  # (B, H, T, D): the input split into heads
     expected = attn.o_proj((w @ values).transpose(1, 2).reshape(2, 5, 16))
     assert torch.allclose(y, expected, atol=1e-5)
-    fast, _ = attn(x, make_causal_mask(5))  # the SDPA path reads the same values
+    fast, _ = attend(attn, x, make_causal_mask(5))  # the SDPA path reads the same values
     assert torch.allclose(fast, y, atol=1e-5)
 
 

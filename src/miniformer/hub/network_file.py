@@ -1,6 +1,6 @@
 """The network modules joined into one file for an export, so that transformers loads the folder without miniformer.
 
-The three modules are written in their import order with the imports between them removed; what they need besides
+The modules are written in their import order with the imports between them removed; what they need besides
 each other is torch and the standard library. The file is the package's code as it ran, not a copy kept by hand.
 """
 
@@ -10,7 +10,7 @@ import ast
 from pathlib import Path
 
 NETWORK = Path(__file__).resolve().parent.parent / "network"
-MODULES = ("positions.py", "attention.py", "model.py")  # each imports only the ones before it
+MODULES = ("positions.py", "config.py", "attention.py", "model.py")  # each imports only the ones before it
 
 
 def _without_package_imports(source: str) -> str:
@@ -25,7 +25,7 @@ def _without_package_imports(source: str) -> str:
 
 
 def network_source() -> str:
-    parts = ['"""miniformer\'s network (positions, attention, model), joined by `miniformer export`."""\n',
+    parts = ['"""miniformer\'s network (positions, config, attention, model), joined by `miniformer export`."""\n',
              "\nfrom __future__ import annotations\n"]
     for name in MODULES:
         parts.append(f"\n# {'-' * 50} miniformer/network/{name}\n")

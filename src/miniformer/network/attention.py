@@ -16,6 +16,8 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
 
+from miniformer.network.config import ModelConfig
+
 # ---------------------------------------------------------------------------------------------------------------------
 # Primitives: one named step of attention each
 # ---------------------------------------------------------------------------------------------------------------------
@@ -164,95 +166,67 @@ class KVCache:
         return 0 if k is None else k.size(2)
 
 
-def attention_errors(n_embd: int, n_head: int, qkv_order: str, head_merge: str) -> list[str]:
-    """What is wrong with these attention settings (empty: nothing); ModelConfig reports the same at load time."""
-    checks = [
-        (n_embd % n_head == 0, f"n_embd={n_embd} is not divisible by n_head={n_head}"),
-        (sorted(qkv_order) == ["k", "q", "v"], f"qkv_order={qkv_order!r} must be a permutation of 'qkv'"),
-        (head_merge in ("concat", "mean"), f"head_merge={head_merge!r} must be 'concat' or 'mean'"),
-    ]
-    return [message for ok, message in checks if not ok]
+@dataclass
+class AttentionInputs:
+    """What every layer's attention reads besides its input, built once per forward pass by the model."""
+
+    mask: Tensor | None  # bool, broadcastable to (B,H,T,L), True = may attend; None = attend everywhere
+    rotary: RotaryFn | None = None  # RoPE: rotates q and k
+    score_bias: Tensor | None = None  # ALiBi / T5: (H,T,L) added to the scores
+    return_weights: bool = False
+    causal_hint: bool = False  # the mask is exactly the causal one: SDPA's built-in causal path may be used
 
 
 class SelfAttention(nn.Module):
-    """Multi-head self-attention with the study's switches.
+    """Multi-head self-attention with the study's switches (ModelConfig's ``n_head``, ``attn_scale``, ``qkv_order``,
+    ``qk_tied``, ``value_proj``, ``head_merge``). The mask and the position hooks arrive at forward time
+    (AttentionInputs): the model builds them once for every layer."""
 
-    Switches: ``n_head``; ``scale`` (divide by √d or not); ``qkv_order`` (which projection plays query/key/value — a
-    relabelling, e.g. "kqv"); ``head_merge`` ("concat" the heads, or "mean" them and project from one head's width).
-    The mask and the position hooks come from the caller at forward time: a boolean ``mask`` (True = may attend;
-    None = no mask at all), ``rotary`` (RoPE rotates q and k) and ``score_bias`` (ALiBi / T5 add to the scores).
-    """
-
-    def __init__(
-        self,
-        n_embd: int,
-        n_head: int,
-        scale: bool = True,
-        qkv_order: str = "qkv",
-        head_merge: str = "concat",
-        bias: bool = False,
-        dropout: float = 0.0,
-        qk_tied: bool = False,
-        value_proj: bool = True,
-    ) -> None:
+    def __init__(self, cfg: ModelConfig) -> None:
         super().__init__()
-        errors = attention_errors(n_embd, n_head, qkv_order, head_merge)
-        if errors:
-            raise ValueError(errors[0])
-        self.n_head, self.n_embd = n_head, n_embd
-        self.head_dim = n_embd // n_head
-        self.scale = scale
+        self.n_head, self.n_embd, self.head_dim = cfg.n_head, cfg.n_embd, cfg.head_dim
+        self.scale = cfg.attn_scale
         # Three projections with the names a LoRA recipe targets (q_proj, k_proj, v_proj, o_proj: peft, the LLaMA
         # family). One fused C -> 3C matrix measured no faster on CPU (benchmarks/bench_projections.py).
-        self.q_proj, self.k_proj, self.v_proj = (nn.Linear(n_embd, n_embd, bias=bias) for _ in range(3))
-        self.role = tuple(_ROLE_INDEX[r] for r in qkv_order)  # which projection serves as Q, K, V
-        if qk_tied:  # the key is the query's projection: scores q_i·q_j are symmetric in i and j
+        self.q_proj, self.k_proj, self.v_proj = (nn.Linear(cfg.n_embd, cfg.n_embd, bias=cfg.bias) for _ in range(3))
+        self.role = tuple(_ROLE_INDEX[r] for r in cfg.qkv_order)  # which projection serves as Q, K, V
+        if cfg.qk_tied:  # the key is the query's projection: scores q_i·q_j are symmetric in i and j
             self.role = (self.role[0], self.role[0], self.role[2])
         # Without a value projection the values are the input itself; v_proj stays (unused), so the parameter count is
         # that of every other arm.
-        self.value_proj = value_proj
-        self.head_merge = head_merge
-        proj_in = n_embd if head_merge == "concat" else self.head_dim
-        self.o_proj = nn.Linear(proj_in, n_embd, bias=bias)
-        self.dropout = dropout
-        self.resid_drop = nn.Dropout(dropout)
+        self.value_proj = cfg.value_proj
+        self.head_merge = cfg.head_merge
+        self.o_proj = nn.Linear(cfg.n_embd if cfg.head_merge == "concat" else cfg.head_dim, cfg.n_embd, bias=cfg.bias)
+        self.dropout = cfg.dropout
+        self.resid_drop = nn.Dropout(cfg.dropout)
         self.primitives: Primitives | None = None  # someone else's primitives (a student's): explicit path only
 
-    def forward(
-        self,
-        x: Tensor,
-        mask: Tensor | None,
-        rotary: RotaryFn | None = None,
-        score_bias: Tensor | None = None,
-        return_weights: bool = False,
-        is_causal_hint: bool = False,
-        kv: LayerKV | None = None,
-    ) -> tuple[Tensor, Tensor | None]:
-        """x (B,T,C); mask broadcastable to (B,H,T,L) or None; score_bias (H,T,L) or None; L = T, or T plus the
-        positions already in ``kv`` (whose keys/values the new ones join).
-
-        ``is_causal_hint`` says the mask is exactly the causal one, letting SDPA use its cheaper built-in causal path.
-        Returns (output, weights or None).
-        """
+    def forward(self, x: Tensor, inputs: AttentionInputs, kv: LayerKV | None = None) -> tuple[Tensor, Tensor | None]:
+        """x (B,T,C) -> (output (B,T,C), weights (B,H,T,L) when asked, else None). L = T, or T plus the positions
+        already in ``kv`` (whose keys and values the new ones join)."""
         p = self.primitives or PACKAGE_PRIMITIVES
-        Q, K, V = self.project(x)
-        if rotary is None:
-            q, k, v = p.split_heads_qkv(Q, K, V, self.n_head)
-        else:  # RoPE rotates q and k per head, then they split like every other method's
-            heads = (x.size(0), x.size(1), self.n_head, self.head_dim)
-            q, k = (t.transpose(1, 2) for t in rotary(Q.view(heads), K.view(heads)))
-            v = V.view(heads).transpose(1, 2)
+        q, k, v = self.heads(x, inputs.rotary, p)
         if kv is not None:
             k, v = kv.append(k, v)
-        if return_weights or self.primitives is not None:
+        if inputs.return_weights or self.primitives is not None:
             # given primitives build the causal mask themselves, where the mask is exactly the causal one
-            own_mask = self.primitives is not None and is_causal_hint and kv is None
-            y, w = self._explicit(q, k, v, mask, score_bias, p, own_mask)
-            w = w if return_weights else None
+            own_mask = self.primitives is not None and inputs.causal_hint and kv is None
+            y, w = self._explicit(q, k, v, inputs.mask, inputs.score_bias, p, own_mask)
+            w = w if inputs.return_weights else None
         else:
-            y, w = self._sdpa(q, k, v, mask, score_bias, is_causal_hint), None
+            y, w = self._sdpa(q, k, v, inputs.mask, inputs.score_bias, inputs.causal_hint), None
         y = p.merge_heads(y) if self.head_merge == "concat" else y.mean(dim=1)
         return self.resid_drop(self.o_proj(y)), w
+
+    def heads(self, x: Tensor, rotary: RotaryFn | None, p: Primitives) -> tuple[Tensor, Tensor, Tensor]:
+        """(B,H,T,D) queries, keys and values; RoPE rotates q and k per head before they split like every other
+        method's."""
+        Q, K, V = self.project(x)
+        if rotary is None:
+            return p.split_heads_qkv(Q, K, V, self.n_head)
+        heads = (x.size(0), x.size(1), self.n_head, self.head_dim)
+        q, k = (t.transpose(1, 2) for t in rotary(Q.view(heads), K.view(heads)))
+        return q, k, V.view(heads).transpose(1, 2)
 
     def project(self, x: Tensor) -> tuple[Tensor, Tensor, Tensor]:
         """(B,T,C) query, key and value, each from the projection its role names (the input itself as the value when

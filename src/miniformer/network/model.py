@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass, fields
 from typing import TypedDict
 
 import torch
@@ -10,76 +9,21 @@ import torch.nn.functional as F
 from torch import Tensor, nn
 
 from miniformer.network.attention import (
+    AttentionInputs,
     KVCache,
     LayerKV,
     Primitives,
-    RotaryFn,
     SelfAttention,
-    attention_errors,
     make_causal_mask,
     prefix_mask,
 )
-from miniformer.network.positions import POSITION_METHODS, build_position
+from miniformer.network.config import ModelConfig
+from miniformer.network.positions import build_position
 
-INITS = ("vaswani", "gpt2")
+__all__ = ["MLP", "Block", "MiniFormer", "ModelConfig", "ModelOutput", "sample_next"]  # ModelConfig: re-exported
+
 # The projections that write into the residual stream: GPT-2 shrinks their init by 1/√(2·layers).
 RESIDUAL_OUTPUTS = ("o_proj.weight", "down_proj.weight")
-
-
-@dataclass
-class ModelConfig:
-    vocab_size: int = 128
-    block_size: int = 128
-    n_layer: int = 4
-    n_head: int = 4
-    n_embd: int = 128
-    dropout: float = 0.0
-    bias: bool = False  # no biases in Linear/LayerNorm: as good and a little faster (nanoGPT's choice)
-    pos: str = "rope"  # learned | sinusoidal | rope | alibi | t5 | none
-    attn_scale: bool = True  # divide scores by √head_dim
-    causal: bool = True  # causal mask for the causal-LM objective (False = the leaking "no mask" breakage)
-    qkv_order: str = "qkv"  # which projection plays Q, K, V; "kqv" swaps the query and key roles
-    qk_tied: bool = False  # the key projection is the query's: symmetric scores (a breakage)
-    value_proj: bool = True  # False: the values are the block's input itself, no W_v
-    head_merge: str = "concat"  # concat | mean
-    norm: str = "layernorm"  # layernorm | rmsnorm
-    norm_placement: str = "pre"  # pre | post
-    residual: bool = True
-    mlp_ratio: float = 4.0  # hidden width of the MLP = mlp_ratio * n_embd
-    tie_weights: bool = True
-    init: str = "vaswani"  # vaswani | gpt2: weight init and embedding scale, see MiniFormer.init_weights
-
-    def __post_init__(self) -> None:
-        sizes = {"vocab_size": self.vocab_size, "block_size": self.block_size, "n_layer": self.n_layer,
-                 "n_head": self.n_head, "n_embd": self.n_embd}
-        for name, size in sizes.items():  # first: the checks below divide by them
-            if size <= 0:
-                raise ValueError(f"{name}={size} must be a positive integer")
-        checks = [(False, message) for message in
-                  attention_errors(self.n_embd, self.n_head, self.qkv_order, self.head_merge)] + [
-            (self.pos in POSITION_METHODS, f"unknown pos={self.pos!r}; choose one of {', '.join(POSITION_METHODS)}"),
-            (self.norm in ("layernorm", "rmsnorm"), f"unknown norm={self.norm!r}; choose layernorm or rmsnorm"),
-            (self.norm_placement in ("pre", "post"), f"unknown norm_placement={self.norm_placement!r}; pre or post"),
-            (self.init in INITS, f"unknown init={self.init!r}; choose one of {', '.join(INITS)}"),
-            (self.mlp_ratio > 0, f"mlp_ratio={self.mlp_ratio} must be > 0"),
-            (0 <= self.dropout < 1, f"dropout={self.dropout} must be in [0, 1)"),
-        ]
-        for ok, message in checks:
-            if not ok:
-                raise ValueError(message)
-        if self.pos == "rope" and (self.n_embd // self.n_head) % 2:
-            raise ValueError(f"pos=rope needs an even head dim; n_embd/n_head = {self.n_embd // self.n_head}")
-
-    @classmethod
-    def from_dict(cls, d: dict) -> ModelConfig:
-        known = {f.name for f in fields(cls)}
-        unknown = set(d) - known
-        if unknown:
-            raise ValueError(f"unknown model key(s) {sorted(unknown)}; known: {sorted(known)}")
-        return cls(**d)
-
-    def to_dict(self) -> dict:
-        return asdict(self)
 
 
 def make_norm(kind: str, n_embd: int, bias: bool) -> nn.Module:
@@ -98,17 +42,6 @@ class MLP(nn.Module):
         return self.drop(self.down_proj(F.gelu(self.up_proj(x))))
 
 
-@dataclass
-class AttentionInputs:
-    """What every block's attention reads besides the stream, built once per forward pass."""
-
-    mask: Tensor | None  # bool, True = may attend; None = attend everywhere
-    rotary: RotaryFn | None  # RoPE: rotates q and k
-    score_bias: Tensor | None  # ALiBi / T5: added to the scores
-    return_weights: bool
-    causal_hint: bool  # the mask is exactly the causal one: SDPA's built-in causal path may be used
-
-
 class Block(nn.Module):
     """Attention then MLP, each wrapped as pre-norm  x + f(norm(x))  or post-norm  norm(x + f(x)); residual optional."""
 
@@ -117,27 +50,23 @@ class Block(nn.Module):
         self.pre = cfg.norm_placement == "pre"
         self.residual = cfg.residual
         self.norm1 = make_norm(cfg.norm, cfg.n_embd, cfg.bias)
-        self.attn = SelfAttention(cfg.n_embd, cfg.n_head, cfg.attn_scale, cfg.qkv_order, cfg.head_merge, cfg.bias,
-                                  cfg.dropout, cfg.qk_tied, cfg.value_proj)
+        self.attn = SelfAttention(cfg)
         self.norm2 = make_norm(cfg.norm, cfg.n_embd, cfg.bias)
         self.mlp = MLP(cfg)
 
-    def forward(self, x: Tensor, a: AttentionInputs, kv: LayerKV | None = None) -> tuple[Tensor, Tensor | None]:
-        def attend(h: Tensor) -> tuple[Tensor, Tensor | None]:
-            return self.attn(h, a.mask, a.rotary, a.score_bias, a.return_weights, a.causal_hint, kv)
-
-        def add(skip: Tensor, branch: Tensor) -> Tensor:
-            return skip + branch if self.residual else branch  # no identity path: the "no residual" breakage
-
+    def forward(self, x: Tensor, inputs: AttentionInputs, kv: LayerKV | None = None) -> tuple[Tensor, Tensor | None]:
         if self.pre:
-            a, w = attend(self.norm1(x))
-            x = add(x, a)
-            x = add(x, self.mlp(self.norm2(x)))
+            y, weights = self.attn(self.norm1(x), inputs, kv)
+            x = self.add(x, y)
+            x = self.add(x, self.mlp(self.norm2(x)))
         else:
-            a, w = attend(x)
-            x = self.norm1(add(x, a))
-            x = self.norm2(add(x, self.mlp(x)))
-        return x, w
+            y, weights = self.attn(x, inputs, kv)
+            x = self.norm1(self.add(x, y))
+            x = self.norm2(self.add(x, self.mlp(x)))
+        return x, weights
+
+    def add(self, skip: Tensor, branch: Tensor) -> Tensor:
+        return skip + branch if self.residual else branch  # no identity path: the "no residual" breakage
 
 
 @torch.no_grad()
@@ -151,6 +80,38 @@ def init_qkv(attn: SelfAttention, cfg: ModelConfig) -> None:
         nn.init.normal_(fused, std=0.02)
     for proj, part in zip((attn.q_proj, attn.k_proj, attn.v_proj), fused.split(cfg.n_embd)):
         proj.weight.copy_(part)
+
+
+def init_weights(model: MiniFormer) -> None:
+    """Two published schemes, each matched to the block it was designed for.
+
+    gpt2 (Radford et al. 2019, nanoGPT): every matrix N(0, 0.02), residual output projections shrunk by
+    1/√(2·layers). Made for pre-norm, where each block adds a small update to a stream only the final norm rescales.
+    vaswani (Vaswani et al. 2017, tensor2tensor): Xavier-uniform matrices, embeddings N(0, 1/C) scaled by √C. In a
+    post-norm block the stream is re-normalised to unit scale after every sub-layer, so a branch initialised at
+    std 0.02 adds ~2 % to it: the network starts as the identity, and with tied weights each character predicts
+    itself, and post-norm with gpt2 init sits at the unigram loss.
+    """
+    cfg = model.cfg
+    embed_std = 0.02 if cfg.init == "gpt2" else 1.0  # what one coordinate of an input embedding starts at
+    for name, p in model.named_parameters():
+        if name.startswith("position."):  # each method initialises its own (same order: same random draws)
+            model.position.init_parameter(name.removeprefix("position."), p, cfg.init, embed_std)
+        elif p.dim() < 2 or name.endswith(("k_proj.weight", "v_proj.weight")):
+            continue  # norms and biases: ones and zeros (torch's defaults); k and v: drawn with q below
+        elif name == "wte.weight":
+            nn.init.normal_(p, std=0.02 if cfg.init == "gpt2" else cfg.n_embd**-0.5)
+        elif name.endswith("q_proj.weight"):
+            init_qkv(model.get_submodule(name.removesuffix(".q_proj.weight")), cfg)
+        elif cfg.init == "vaswani":
+            nn.init.xavier_uniform_(p)
+        elif name.endswith(RESIDUAL_OUTPUTS):
+            nn.init.normal_(p, std=0.02 / (2 * cfg.n_layer) ** 0.5)
+        else:
+            nn.init.normal_(p, std=0.02)
+    for module in model.modules():
+        if isinstance(module, nn.Linear) and module.bias is not None:
+            nn.init.zeros_(module.bias)
 
 
 class ModelOutput(TypedDict, total=False):
@@ -178,38 +139,7 @@ class MiniFormer(nn.Module):
         # Vaswani et al. multiply the (tied) token embeddings by √C so that they enter at unit scale, like the blocks'
         # outputs in a post-norm stream; GPT-2 keeps them small (std 0.02) beside a pre-norm residual stream.
         self.embed_scale = cfg.n_embd**0.5 if cfg.init == "vaswani" else 1.0
-        self.init_weights()
-
-    def init_weights(self) -> None:
-        """Two published schemes, each matched to the block it was designed for.
-
-        gpt2 (Radford et al. 2019, nanoGPT): every matrix N(0, 0.02), residual output projections shrunk by
-        1/√(2·layers). Made for pre-norm, where each block adds a small update to a stream only the final norm rescales.
-        vaswani (Vaswani et al. 2017, tensor2tensor): Xavier-uniform matrices, embeddings N(0, 1/C) scaled by √C. In a
-        post-norm block the stream is re-normalised to unit scale after every sub-layer, so a branch initialised at
-        std 0.02 adds ~2 % to it: the network starts as the identity, and with tied weights each character predicts
-        itself, and post-norm with gpt2 init sits at the unigram loss.
-        """
-        cfg = self.cfg
-        embed_std = 0.02 if cfg.init == "gpt2" else 1.0  # what one coordinate of an input embedding starts at
-        for name, p in self.named_parameters():
-            if name.startswith("position."):  # each method initialises its own (same order: same random draws)
-                self.position.init_parameter(name.removeprefix("position."), p, cfg.init, embed_std)
-            elif p.dim() < 2 or name.endswith(("k_proj.weight", "v_proj.weight")):
-                continue  # norms and biases: ones and zeros (torch's defaults); k and v: drawn with q below
-            elif name == "wte.weight":
-                nn.init.normal_(p, std=0.02 if cfg.init == "gpt2" else cfg.n_embd**-0.5)
-            elif name.endswith("q_proj.weight"):
-                init_qkv(self.get_submodule(name.removesuffix(".q_proj.weight")), cfg)
-            elif cfg.init == "vaswani":
-                nn.init.xavier_uniform_(p)
-            elif name.endswith(RESIDUAL_OUTPUTS):
-                nn.init.normal_(p, std=0.02 / (2 * cfg.n_layer) ** 0.5)
-            else:
-                nn.init.normal_(p, std=0.02)
-        for module in self.modules():
-            if isinstance(module, nn.Linear) and module.bias is not None:
-                nn.init.zeros_(module.bias)
+        init_weights(self)
 
     def use_primitives(self, primitives: Primitives | None) -> MiniFormer:
         """Every layer's attention on these primitives (a student's), or on the package's again (None: SDPA on)."""
@@ -242,32 +172,41 @@ class MiniFormer(nn.Module):
         values are reused and these are added. Returns a dict: logits, loss (mean over targets != -100, when targets
         given), weights (list per layer of (B,H,T,L), when asked), hidden (last block's output, when asked).
         """
-        T, device = idx.size(1), idx.device
         if cache is not None and (attn_mask is not None or not self.cfg.causal):
             raise ValueError("a KV cache is only valid for a causal model under its default mask")
         start = 0 if cache is None else cache.length
-        x = self.wte(idx) * self.embed_scale
-        pos_emb = self.position.embed(T, device, start)
-        if pos_emb is not None:
-            x = x + pos_emb
-        x = self.drop(x)
-        attention = AttentionInputs(self.mask_for(T, start, attn_mask, device), self.position.rotary(T, device, start),
-                                    self.position.score_bias(T, device, start), return_weights,
-                                    attn_mask is None and self.cfg.causal and start == 0)
+        x = self.drop(self.embed(idx, start))
+        inputs = self.attention_inputs(idx.size(1), start, attn_mask, return_weights, idx.device)
         weights = []
         for i, block in enumerate(self.blocks):
-            x, w = block(x, attention, None if cache is None else cache.layers[i])
+            x, w = block(x, inputs, None if cache is None else cache.layers[i])
             weights.append(w)
-        out: ModelOutput = {}
-        if return_hidden:
-            out["hidden"] = x
         logits = self.lm_head(self.norm_f(x))
-        out["logits"] = logits
+        out: ModelOutput = {"logits": logits}
         if targets is not None:
             out["loss"] = F.cross_entropy(logits.view(-1, logits.size(-1)), targets.reshape(-1), ignore_index=-100)
         if return_weights:
             out["weights"] = weights
+        if return_hidden:
+            out["hidden"] = x
         return out
+
+    def embed(self, idx: Tensor, start: int) -> Tensor:
+        """Token embeddings (scaled per the init scheme), plus the position embedding for additive methods."""
+        x = self.wte(idx) * self.embed_scale
+        pos_emb = self.position.embed(idx.size(1), idx.device, start)
+        return x if pos_emb is None else x + pos_emb
+
+    def attention_inputs(self, T: int, start: int, attn_mask: Tensor | None, return_weights: bool,
+                         device: torch.device) -> AttentionInputs:
+        """The mask and position hooks every layer's attention reads for T queries after ``start`` cached ones."""
+        return AttentionInputs(
+            mask=self.mask_for(T, start, attn_mask, device),
+            rotary=self.position.rotary(T, device, start),
+            score_bias=self.position.score_bias(T, device, start),
+            return_weights=return_weights,
+            causal_hint=attn_mask is None and self.cfg.causal and start == 0,
+        )
 
     @torch.no_grad()
     def generate(

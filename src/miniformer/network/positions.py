@@ -16,7 +16,7 @@ from torch import Tensor, nn
 
 class PositionMethod(nn.Module):
     """Interface: a method overrides the hooks it uses; the defaults are 'does nothing'. Each method says what it does
-    past block_size, and owns the init of its own parameters (MiniFormer.init_weights hands them over)."""
+    past block_size, and owns the init of its own parameters (model.init_weights hands them over)."""
 
     name: ClassVar[str]
     past_block_size: ClassVar[str] = ""
