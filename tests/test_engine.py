@@ -255,7 +255,7 @@ def test_user_error_for_unknown_run(study_dir, capsys):
 @pytest.mark.parametrize("cuda,mps,expected", [(True, True, "cuda"), (False, True, "mps"), (False, False, "cpu")])
 def test_auto_device_takes_cuda_then_mps_then_cpu(monkeypatch, cuda, mps, expected):
     """The choice logic with availability patched (not run on a Mac or a GPU here)."""
-    from miniformer.runtime.devices import pick_device
+    from miniformer.devices import pick_device
 
     monkeypatch.setattr(torch.cuda, "is_available", lambda: cuda)
     monkeypatch.setattr(torch.backends.mps, "is_available", lambda: mps)

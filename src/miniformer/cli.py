@@ -7,9 +7,9 @@ import math
 import sys
 from pathlib import Path
 
+from miniformer.devices import DEVICES
 from miniformer.errors import UserError
 from miniformer.layout import DATA_DIR, RESULTS, eval_dir, run_dir
-from miniformer.runtime.devices import DEVICES
 
 
 def _study(args):

@@ -21,10 +21,10 @@ from typing import Any
 
 import yaml
 
+from miniformer.devices import DEVICES
 from miniformer.errors import UserError
 from miniformer.network.model import ModelConfig
 from miniformer.network.objectives import OBJECTIVES
-from miniformer.runtime.devices import DEVICES
 from miniformer.tokenizer import TOKENIZERS
 
 PROFILES = ("smoke", "default", "gpu", "course")

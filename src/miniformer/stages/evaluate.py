@@ -8,11 +8,11 @@ from pathlib import Path
 
 import torch
 
+from miniformer.devices import pick_device
 from miniformer.evaluation.probes import PROBES
 from miniformer.evaluation.subject import Subject
 from miniformer.params import RunConfig
 from miniformer.runtime.checkpoints import check_finished_training, evaluation_fingerprint, load_run_model
-from miniformer.runtime.devices import pick_device
 from miniformer.runtime.files import write_json
 from miniformer.runtime.memory import check_fits, evaluation_bytes
 from miniformer.runtime.provenance import digests, write_sealed_json

@@ -11,13 +11,13 @@ from pathlib import Path
 
 import torch
 
+from miniformer.devices import pick_device
 from miniformer.errors import UserError
 from miniformer.layout import DATA_DIR, eval_dir, run_name, seed_of, trained_runs
 from miniformer.network.model import MiniFormer, ModelConfig
 from miniformer.network.objectives import Objective, Specials, objective_named
 from miniformer.network.positions import POSITIONS
 from miniformer.runtime.checkpoints import CHECKPOINT, load_run_model, unfinished_note
-from miniformer.runtime.devices import pick_device
 from miniformer.runtime.memory import check_fits, inference_bytes
 from miniformer.runtime.provenance import read_sealed_json
 from miniformer.runtime.tokendata import check_same_tokenizer

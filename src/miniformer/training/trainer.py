@@ -12,13 +12,13 @@ import numpy as np
 import torch
 from torch import Tensor
 
+from miniformer.devices import pick_device
 from miniformer.network.attention import Primitives
 from miniformer.network.model import MiniFormer, ModelConfig
 from miniformer.network.objectives import Specials, objective_named
 from miniformer.params import RunConfig
 from miniformer.runtime.batches import sample_windows
 from miniformer.runtime.checkpoints import fingerprint
-from miniformer.runtime.devices import pick_device
 from miniformer.runtime.memory import check_fits, training_bytes
 from miniformer.runtime.optim import make_optimizer, set_lr, update
 from miniformer.runtime.provenance import combine
