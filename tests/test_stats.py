@@ -11,6 +11,7 @@ from miniformer.study.stats import (
     Estimate,
     Interval,
     Samples,
+    Spread,
     all_of,
     at_most,
     difference_quantity,
@@ -184,8 +185,8 @@ def test_the_bootstrap_error_is_the_spread_of_its_replicates():
     their standard deviation (ddof 1), from indices drawn over every window 0 … n-1 by the interval's own seed."""
     run = windows_run(np.arange(10.0))
 
-    def first_index(run, idx):
-        return float(idx["val"][0]) if idx else 4.5
+    def first_index(run, idx):  # resamples arrive stacked (B, n): one value per resample
+        return idx["val"][..., 0].astype(float) if idx else 4.5
 
     rng = np.random.default_rng(0)
     expected = [float(rng.integers(0, 10, 10)[0]) for _ in range(5)]
@@ -200,7 +201,7 @@ def test_replicates_that_are_not_numbers_are_left_out():
     run = windows_run(np.arange(10.0))
 
     def sometimes_nan(run, idx):
-        return float("nan") if idx and idx["val"][0] % 2 else 1.0
+        return np.where(idx["val"][..., 0] % 2, float("nan"), 1.0) if idx else 1.0
 
     e = Interval(0.95, 50).effect(sometimes_nan, ["val"], [run])
     assert e.eval_se == 0.0 and math.isfinite(e.half_width)
@@ -215,3 +216,27 @@ def test_a_difference_with_a_missing_side_is_none():
     run = Samples({"lengths": {"1": [1.0, 2.0]}})
     assert difference_quantity("length:8", "length:1")(run, {}) is None
     assert difference_quantity("length:1", "length:8")(run, {}) is None
+
+
+def test_resamples_evaluated_together_equal_resamples_evaluated_one_by_one():
+    """The bootstrap evaluates blocks of resamples at once; each replicate must be exactly the one-at-a-time value:
+    a token-weighted difference over three runs against a second group, paired on shared windows."""
+    rng = np.random.default_rng(3)
+
+    def run() -> Samples:
+        return Samples({"val": {"sum": rng.uniform(10, 40, 300).tolist(), "count": rng.integers(5, 20, 300).tolist()},
+                        "pairs": rng.integers(0, 2, 50).astype(float).tolist()})
+
+    a, b = [run() for _ in range(3)], [run() for _ in range(2)]
+
+    def quantity(s, idx):
+        return difference_quantity("val", "pairs")(s, idx)
+
+    interval = Interval(0.95, 600, seed=7)  # more than one block of resamples
+    e = interval.contrast(quantity, ["val", "pairs"], [(1.0, a), (-1.0, b)], [Spread(0.0, 0, "none")] * 2)
+    draw = np.random.default_rng(7)
+    one_by_one = []
+    for _ in range(600):
+        idx = {"val": draw.integers(0, 300, 300), "pairs": draw.integers(0, 50, 50)}
+        one_by_one.append(float(np.mean([quantity(r, idx) for r in a])) - float(np.mean([quantity(r, idx) for r in b])))
+    assert e.eval_se == float(np.std(one_by_one, ddof=1))

@@ -102,24 +102,30 @@ class Samples:
             return None if curve is None or int(key) >= len(curve["windows"]) else curve["windows"][int(key)]
         raise ValueError(f"unknown sample source {source!r}")
 
-    def mean(self, source: str, idx: np.ndarray | None = None) -> float | None:
-        """The source's mean (token-weighted for windows with counts), over the resampled indices if given."""
+    def mean(self, source: str, idx: np.ndarray | None = None) -> float | np.ndarray | None:
+        """The source's mean (token-weighted for windows with counts), over the resampled indices if given: one
+        resample (n,) gives a number, a stack of them (B, n) the B resamples' means at once."""
         arrays = self._array(source)
         if arrays is None:
             return None
         values, counts = arrays
-        if idx is not None:
-            values, counts = values[idx], None if counts is None else counts[idx]
+        if idx is None:
+            return float(values.sum() / max(counts.sum(), 1.0)) if counts is not None else float(values.mean())
+        values, counts = values[idx], None if counts is None else counts[idx]
         if counts is not None:
-            return float(values.sum() / max(counts.sum(), 1.0))
-        return float(values.mean())
+            means = values.sum(axis=-1) / np.maximum(counts.sum(axis=-1), 1.0)
+        else:
+            means = values.mean(axis=-1)
+        return float(means) if idx.ndim == 1 else means
 
     def curve_steps(self) -> list[int]:
         return list(self.raw.get("curve", {}).get("steps", []))
 
 
-# A quantity of one run, given the resampling indices of every source it reads (None: the data as observed).
-Quantity = Callable[[Samples, dict[str, np.ndarray | None]], float | None]
+# A quantity of one run, given the resampling indices of every source it reads (None: the data as observed). Indices of
+# shape (B, n) hold B resamples: the quantity is then an array of B values (Samples.mean and minus broadcast).
+Quantity = Callable[[Samples, dict[str, np.ndarray | None]], float | np.ndarray | None]
+BOOTSTRAP_BLOCK = 250  # resamples evaluated at once: (250, n) index arrays stay a few MB for the largest sources
 
 
 def source_quantity(source: str) -> Quantity:
@@ -236,25 +242,32 @@ class Interval:
             return None
         sizes = {s: runs[0][1][0].size(s) for s in sources}
         rng = np.random.default_rng(self.seed)
-        replicates = []
-        for _ in range(self.bootstrap if all(sizes.values()) else 0):
-            idx = {s: rng.integers(0, n, n) for s, n in sizes.items()}
-            v = self._value(quantity, runs, idx)
-            if v is not None and math.isfinite(v):
-                replicates.append(v)
-        eval_se = float(np.std(replicates, ddof=1)) if len(replicates) > 1 else 0.0
+        # the indices drawn replicate by replicate (the draws' order is the interval's seed), then evaluated a block
+        # of replicates at a time: one array operation per source and run instead of one per replicate
+        draws = [{s: rng.integers(0, n, n) for s, n in sizes.items()}
+                 for _ in range(self.bootstrap if all(sizes.values()) else 0)]
+        replicates: list[np.ndarray] = []
+        for start in range(0, len(draws), BOOTSTRAP_BLOCK):
+            block = draws[start:start + BOOTSTRAP_BLOCK]
+            v = self._value(quantity, runs, {s: np.stack([d[s] for d in block]) for s in sizes})
+            if v is not None:
+                v = np.broadcast_to(np.asarray(v, dtype=float), (len(block),))
+                replicates.append(v[np.isfinite(v)])
+        kept = np.concatenate(replicates) if replicates else np.empty(0)
+        eval_se = float(np.std(kept, ddof=1)) if len(kept) > 1 else 0.0
         terms = [(w, len(r), sp) for (w, r), sp in zip(runs, spreads)]
         return self.combine(value, eval_se, terms, names)
 
     @staticmethod
-    def _value(quantity: Quantity, runs, idx) -> float | None:
-        total = 0.0
+    def _value(quantity: Quantity, runs, idx) -> float | np.ndarray | None:
+        """Σ w × mean over the group's runs; an array of B values when idx holds B resamples per source."""
+        total: float | np.ndarray = 0.0
         for w, group in runs:
             values = [quantity(r, idx) for r in group]
             if any(v is None for v in values):
                 return None
-            total += w * float(np.mean(values))
-        return total
+            total = total + w * np.mean(values, axis=0)
+        return total if isinstance(total, np.ndarray) and total.ndim else float(total)
 
 
 def describe_spreads(terms: Sequence[Term], names: Sequence[str]) -> str:
