@@ -48,11 +48,12 @@ smoke: venv
 	$(PY) -m miniformer set-profile smoke
 	snakemake --cores $(CORES) all
 
+# two workers (pytest-xdist), a test file each at a time: the end-to-end files keep their study fixture and their order
 test: venv
-	$(PY) -m pytest
+	$(PY) -m pytest -n $(CORES) --dist loadfile
 
 test-fast: venv
-	$(PY) -m pytest -m "not slow"
+	$(PY) -m pytest -m "not slow" -n $(CORES) --dist loadfile
 
 lint: venv
 	$(VENV)/bin/ruff check .

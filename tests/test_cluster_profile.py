@@ -6,7 +6,9 @@ from __future__ import annotations
 import os
 import subprocess
 
-from tests.test_pipeline import BIN, project_copy
+import pytest
+
+from tests.studies import BIN, project_copy
 
 SETTINGS = ("MINIFORMER_SLURM_PARTITION", "MINIFORMER_SLURM_ACCOUNT", "MINIFORMER_SLURM_GPUS")
 
@@ -18,6 +20,7 @@ def dry_run(study, **settings: str) -> subprocess.CompletedProcess:
                            "profile=gpu"], cwd=study, env=env, capture_output=True, text=True, timeout=300)
 
 
+@pytest.mark.slow  # a fresh interpreter (or Snakemake) per case: seconds each
 def test_the_slurm_profile_refuses_until_partition_and_account_are_set(tmp_path):
     study = project_copy(tmp_path / "study")
     done = dry_run(study, MINIFORMER_SLURM_ACCOUNT="proj")

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.test_pipeline import ROOT, project_copy, sh
+from tests.studies import ROOT, project_copy, sh
 
 pytestmark = pytest.mark.slow
 

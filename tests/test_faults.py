@@ -13,7 +13,7 @@ import pytest
 import torch
 
 from miniformer.runtime.files import atomic_write_text
-from tests.test_pipeline import BIN, project_copy, sh
+from tests.studies import BIN, project_copy, sh
 
 
 def test_interrupted_write_leaves_the_old_file_and_no_temp(tmp_path):

@@ -139,6 +139,7 @@ def card_blocks(folder: Path) -> list[str]:
     return re.findall(r"```python\n(.*?)```", (folder / "README.md").read_text(encoding="utf-8"), flags=re.S)
 
 
+@pytest.mark.slow  # a fresh interpreter (or Snakemake) per case: seconds each
 @pytest.mark.parametrize("objective", ["causal", "prefix", "mlm"])
 def test_the_cards_snippets_run_as_written_in_a_fresh_interpreter_elsewhere(char_data, tmp_path, objective):
     folder = exported(tiny_model(char_data), char_data, tmp_path / "export", objective)
@@ -273,6 +274,7 @@ def test_lora_on_q_and_v_lowers_the_loss_on_a_new_text_and_the_merge_exports(cha
     assert "not evaluated" in (folder / "README.md").read_text()
 
 
+@pytest.mark.slow  # a fresh interpreter (or Snakemake) per case: seconds each
 def test_the_readmes_hub_recipes_run_as_written(char_data, tmp_path):
     """The README's transformers and LoRA snippets, from a project root holding `my-model` (an export) and
     `data/prepared`."""

@@ -6,6 +6,8 @@ import ast
 import sys
 from pathlib import Path
 
+import pytest
+
 sys.path.insert(0, str(Path(__file__).parent))
 import mutation  # noqa: E402
 
@@ -33,6 +35,7 @@ def test_statement_deletion_leaves_valid_code_that_behaves_differently():
     assert namespace["clip"](10) == 10  # `x = top` is gone
 
 
+@pytest.mark.slow  # a fresh interpreter (or Snakemake) per case: seconds each
 def test_only_a_test_failure_kills(tmp_path):
     root = mutation.ROOT
     folder = root / "tests" / f"_mutation_probe_{tmp_path.name}"

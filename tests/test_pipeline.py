@@ -1,4 +1,4 @@
-"""The smoke study end to end under Snakemake and under DVC, and the two tools agreeing (slow: minutes)."""
+"""The smoke study end to end under Snakemake, with DVC's record of what it ran (slow: minutes)."""
 
 from __future__ import annotations
 
@@ -7,87 +7,23 @@ import os
 import re
 import shutil
 import subprocess
-import sys
 from pathlib import Path
 
 import pytest
 
 from tests.conftest import require_system
+from tests.studies import (
+    BIN,
+    digests_of,
+    dvc_changed_stages,
+    planned_jobs,
+    project_copy,
+    readme_sample,
+    set_lr,
+    sh,
+)
 
-ROOT = Path(__file__).resolve().parents[1]
-BIN = Path(sys.executable).parent
 pytestmark = pytest.mark.slow
-
-
-def sh(cwd: Path, *cmd: str, check: bool = True, timeout: int = 600) -> subprocess.CompletedProcess:
-    env = {**os.environ, "PYTHONPATH": str(cwd / "src"), "PATH": f"{BIN}:{os.environ['PATH']}"}
-    done = subprocess.run(cmd, cwd=cwd, env=env, capture_output=True, text=True, timeout=timeout)
-    if check and done.returncode != 0:
-        raise AssertionError(
-            f"{' '.join(cmd)} failed ({done.returncode}):\n{done.stdout[-3000:]}\n{done.stderr[-3000:]}"
-        )
-    return done
-
-
-def only_experiments(params_text: str, keep: tuple[str, ...]) -> str:
-    """params.yaml's text with every experiment outside ``keep`` moved out of the smoke profile (`profiles: [gpu]`):
-    a smaller smoke study for tests of the tools' wiring, where the profile's coverage is not what is under test."""
-    import yaml
-
-    names = list(yaml.safe_load(params_text)["experiments"])
-    unknown = set(keep) - set(names)
-    assert not unknown, f"no such experiments: {sorted(unknown)}"
-    for name in names:
-        if name in keep:
-            continue
-        block = re.search(rf"^  {name}:\n(?:    .*\n)*", params_text, flags=re.M).group(0)
-        if "\n    profiles: " in block:
-            limited = re.sub(r"^    profiles: .*$", "    profiles: [gpu]", block, flags=re.M)
-        else:
-            limited = block.replace(f"  {name}:\n", f"  {name}:\n    profiles: [gpu]\n", 1)
-        params_text = params_text.replace(block, limited, 1)
-    return params_text
-
-
-def project_copy(dest: Path, keep: tuple[str, ...] | None = None) -> Path:
-    """The project's files (tracked + new, not ignored) in a fresh git repo, with the smoke profile selected; with
-    ``keep``, only those experiments run in it (``only_experiments``)."""
-    files = subprocess.run(
-        ["git", "ls-files", "--cached", "--others", "--exclude-standard"],
-        cwd=ROOT,
-        capture_output=True,
-        text=True,
-        check=True,
-    ).stdout.split("\n")
-    for f in filter(None, files):
-        src = ROOT / f
-        if src.is_file():
-            (dest / f).parent.mkdir(parents=True, exist_ok=True)
-            shutil.copy2(src, dest / f)
-    params = dest / "params.yaml"
-    text = re.sub(r"^profile: \w+", "profile: smoke", params.read_text(), flags=re.M)
-    params.write_text(text if keep is None else only_experiments(text, keep))
-    sh(dest, "git", "init", "-q")
-    sh(dest, "git", "add", "-A")
-    sh(dest, "git", "-c", "user.name=t", "-c", "user.email=t@t", "commit", "-qm", "copy")
-    return dest
-
-
-def set_lr(study: Path, experiment: str, lr: float) -> None:
-    """Give one experiment a train.lr override (textual edit, as a user would)."""
-    p = study / "params.yaml"
-    text = p.read_text()
-    text = (
-        text.replace(f"  {experiment}:\n", f"  {experiment}:\n    train: {{lr: {lr}}}\n", 1)
-        if f"  {experiment}:\n    train:" not in text
-        else re.sub(rf"(  {experiment}:\n    train: \{{lr: )[0-9.]+", rf"\g<1>{lr}", text)
-    )
-    p.write_text(text)
-
-
-def dvc_changed_stages(study: Path) -> set[str]:
-    out = sh(study, "dvc", "status", "--json").stdout
-    return set(json.loads(out or "{}"))
 
 
 @pytest.fixture(scope="module")
@@ -99,14 +35,6 @@ def smk(tmp_path_factory) -> Path:
 
 # What the DVC-built study runs: the reference with its sweep, and the experiments the DVC tests edit. `dvc repro` of
 # the whole smoke profile would repeat what the Snakemake study already covers, serially.
-DVC_STUDY = ("baseline", "pos_alibi", "pos_t5")
-
-
-@pytest.fixture(scope="module")
-def dvc(tmp_path_factory) -> Path:
-    study = project_copy(tmp_path_factory.mktemp("dvc"), keep=DVC_STUDY)
-    sh(study, "dvc", "repro", "-q", timeout=2400)
-    return study
 
 
 def test_snakemake_smoke_study_builds_everything(smk):
@@ -125,19 +53,6 @@ def test_snakemake_smoke_study_builds_everything(smk):
     verdicts = json.loads((smk / "results" / "verdicts.json").read_text())
     assert verdicts["not run"] == 0  # the smoke profile runs every experiment a claim reads: each claim is judged
     assert verdicts["proxy"] >= 1
-
-
-def readme_sample(heading: str) -> list[tuple[str, str]]:
-    """(command, output) pairs of the README's ```text block after ``heading``: lines starting "$ " are commands."""
-    text = (ROOT / "README.md").read_text(encoding="utf-8").split(heading, 1)[1]
-    block = text.split("```text\n", 1)[1].split("```", 1)[0]
-    pairs: list[tuple[str, str]] = []
-    for line in block.splitlines(keepends=True):
-        if line.startswith("$ "):
-            pairs.append((line[2:].strip(), ""))
-        elif pairs:
-            pairs[-1] = (pairs[-1][0], pairs[-1][1] + line)
-    return pairs
 
 
 def test_the_readmes_smoke_outputs_are_what_the_commands_print(smk):
@@ -170,11 +85,6 @@ def test_one_experiment_change_reruns_only_that_experiment_under_snakemake(smk):
     # targeted run: only that experiment and what depends on it; DVC's record then matches again
     sh(smk, "snakemake", "--cores", "2", "all")
     assert dvc_changed_stages(smk) == set()
-
-
-def planned_jobs(study: Path) -> dict[str, str]:
-    out = sh(study, "snakemake", "-n", "--nolock")
-    return dict(re.findall(r"^(\w+)\s+(\d+)$", out.stdout + out.stderr, flags=re.M))
 
 
 def test_a_hypothesis_edit_rerenders_the_report_under_both_tools(smk):
@@ -228,84 +138,6 @@ def test_an_experiment_moved_out_of_the_profile_leaves_the_report_rendering(smk)
         sh(smk, "snakemake", "--cores", "2", "all")
 
 
-def test_dvc_repro_smoke_study(dvc):
-    assert dvc_changed_stages(dvc) == set()
-    assert (dvc / "report" / "report.html").exists()
-    shown = json.loads(sh(dvc, "dvc", "metrics", "show", "--json").stdout)
-    files = next(iter(shown.values()))["data"]
-    headline = files["results/headline.json"]["data"]
-    assert headline["runs"] == sum(len(r) for r in json.loads((dvc / "results" / "metrics.json").read_text()).values())
-    verdicts = files["results/verdicts.json"]["data"]
-    counted = sum(verdicts[v] for v in ("reproduced", "contradicted", "undecided", "not run"))
-    assert counted + verdicts["proxy"] >= 18  # one per claim, proxies counted apart (most are not run in this study)
-
-
-def test_both_tools_produce_the_same_outputs_and_metrics(smk, dvc):
-    def files(root: Path) -> set[str]:
-        skip = {"logs", "dvclive", "signatures"}  # per-tool bookkeeping, not study outputs
-        return {str(p.relative_to(root)) for p in (root / "results").rglob("*")
-                if p.is_file() and not skip & set(p.parts) and "stale" not in p.name
-                and not p.name.startswith(".snakemake")}  # Snakemake's marker in a directory() output
-
-    def of_dvc_study(names: set[str]) -> set[str]:  # the top-level files, and the run files of DVC's experiments
-        return {n for n in names if n.count("/") == 1 or n.split("/")[2] in DVC_STUDY}
-
-    assert of_dvc_study(files(dvc)) == of_dvc_study(files(smk)) - {"results/runs/pos_t5/seed0/ckpt.stale.pt"}
-    a = json.loads((smk / "results" / "metrics.json").read_text())
-    b = json.loads((dvc / "results" / "metrics.json").read_text())
-    a.pop("pos_t5", None), b.pop("pos_t5", None)  # edited in the Snakemake copy by the test above
-    a = {e: runs for e, runs in a.items() if e.split("/")[0] in DVC_STUDY}
-    from miniformer.params import Study
-
-    points = {e for e, _ in Study.load(dvc / "params.yaml").runs() if "/" in e}  # the learning-rate sweeps
-    assert points and points <= set(a) and points <= set(b)
-    differ = [f"{e}/{r}/{k}: {a[e][r][k]!r} vs {b[e][r].get(k)!r}" for e in a if e in b and a[e] != b[e]
-              for r in a[e] for k in a[e][r] if a[e][r][k] != b[e].get(r, {}).get(k)]
-    assert a == b, differ  # same params + seed on CPU -> identical metrics, whichever tool ran them
-
-
-def test_snakemake_does_not_retrain_after_dvc_repro(dvc):
-    out = sh(dvc, "snakemake", "-n", "--nolock")
-    assert "Nothing to be done" in out.stdout + out.stderr
-
-
-def test_dvc_change_one_experiment_and_diff_metrics(dvc):
-    sh(dvc, "git", "add", "-A")
-    sh(dvc, "git", "-c", "user.name=t", "-c", "user.email=t@t", "commit", "-qm", "smoke results")
-    set_lr(dvc, "pos_t5", 0.005)
-    assert dvc_changed_stages(dvc) == {"run@pos_t5", "aggregate", "report"}
-    out = sh(dvc, "dvc", "repro", "-q").stdout
-    assert "run@pos_learned" not in out
-    diff = json.loads(sh(dvc, "dvc", "metrics", "diff", "--json", "--targets", "results/metrics.json").stdout)
-    changed = {k.split(".")[0] for k in next(iter(diff.values()))}
-    assert changed == {"pos_t5"}, changed
-
-
-def test_a_pushed_study_is_read_on_a_fresh_clone_without_training(dvc, tmp_path):
-    """dvc push to the default (local-folder) remote; a fresh clone pulls, finds nothing stale, renders the report."""
-    remote = tmp_path / "remote"
-    sh(dvc, "dvc", "remote", "modify", "local", "url", str(remote))
-    sh(dvc, "git", "add", "-A")
-    sh(dvc, "git", "-c", "user.name=t", "-c", "user.email=t@t", "commit", "-qm", "study with its remote")
-    sh(dvc, "dvc", "push", "-q")
-    clone = tmp_path / "clone"
-    sh(tmp_path, "git", "clone", "-q", str(dvc), str(clone))
-    sh(clone, "dvc", "pull", "-q")
-    # every trained and evaluated run arrives; only files kept out of the cache (timings, the HTML) are missing
-    assert dvc_changed_stages(clone) <= {"aggregate", "report"}
-    assert (clone / "results" / "runs" / "baseline" / "seed0" / "ckpt.pt").exists()
-    for stage in ("aggregate", "report"):  # what `make report` runs: aggregate + render, no training
-        sh(clone, sys.executable, "-m", "miniformer", stage)
-    assert "Claims" in (clone / "report" / "report.html").read_text()
-    # nothing that trains or evaluates is stale; the HTML (kept out of the cache) is re-rendered, not restored
-    assert dvc_changed_stages(clone) <= {"report"}
-    # and Snakemake agrees once the pulled files carry their DAG order (DVC restores them in any order)
-    sh(clone, sys.executable, "-m", "miniformer", "settle-times")
-    planned = sh(clone, "snakemake", "-n", "--cores", "1", "all").stdout
-    for rule in ("prepare", "train", "evaluate"):
-        assert not re.search(rf"^rule {rule}:", planned, flags=re.M), planned[-2000:]
-
-
 def test_a_corpus_edit_replans_prepare_under_both_tools(smk, tmp_path):
     """Files under data/raw are prepare's input under both tools: adding one re-plans prepare (and all downstream)."""
     study = tmp_path / "study"
@@ -314,78 +146,6 @@ def test_a_corpus_edit_replans_prepare_under_both_tools(smk, tmp_path):
     (study / "data" / "raw" / "more.txt").write_text("A new line of the corpus.\n")
     assert "prepare" in dvc_changed_stages(study)
     assert planned_jobs(study).get("prepare") == "1"
-
-
-def test_dvc_plots_draw_every_run(dvc):
-    """`dvc plots show` draws one figure per group and loss with a line per run: every run of the study appears."""
-    from miniformer.params import Study
-
-    shown = json.loads(sh(dvc, "dvc", "plots", "show", "--json").stdout)["data"]
-    runs = {f"{e}/seed{s}" for e, s in Study.load(dvc / "params.yaml").runs()}
-    for column in ("val_loss", "train_loss"):
-        drawn = {row["run"] for path, plots in shown.items() if f"/{column}/" in path
-                 for plot in plots for row in plot["content"]["data"]["values"]}
-        assert drawn == runs, sorted(runs ^ drawn)[:5]
-
-
-def test_dvc_exp_run_with_a_param_override_and_exp_show(dvc):
-    """`dvc exp run -S …` re-runs the one experiment it changes, and `dvc exp show` lists it with its headline."""
-    sh(dvc, "git", "add", "-A")
-    sh(dvc, "git", "-c", "user.name=t", "-c", "user.email=t@t", "commit", "-qm", "before the experiment", check=False)
-    # '+': the key is new (pos_alibi has no train section); without it DVC refuses the override
-    out = sh(dvc, "dvc", "exp", "run", "-n", "alibi-lr", "-S", "+experiments.pos_alibi.train.lr=0.006",
-             timeout=1200).stdout
-    ran = set(re.findall(r"Running stage '([^']+)'", out))
-    assert ran == {"run@pos_alibi", "aggregate", "report"}, ran
-    table = json.loads(sh(dvc, "dvc", "exp", "show", "--json").stdout)
-    experiments = [e for entry in table for e in (entry.get("experiments") or [])]
-    names = {run.get("name") for e in experiments for run in e.get("revs", [])}
-    assert "alibi-lr" in names, names
-
-
-READS_HOOK = """
-import os, runpy, sys
-log = open(os.environ["READS_LOG"], "w")
-def hook(event, args):
-    if event == "open" and isinstance(args[0], (str, os.PathLike)):
-        mode, flags = args[1], args[2]
-        reading = ("r" in mode and "+" not in mode) if isinstance(mode, str) else (flags & os.O_ACCMODE) == os.O_RDONLY
-        if reading:
-            log.write(os.path.abspath(os.fspath(args[0])) + "\\n")
-sys.addaudithook(hook)
-sys.argv = ["miniformer", *sys.argv[1:]]
-runpy.run_module("miniformer", run_name="__main__")
-"""
-
-
-def test_no_stage_reads_a_file_it_does_not_declare(dvc, tmp_path):
-    """Each DVC stage's command, run with an audit hook on open(): every project file it reads (code and params
-    aside) lies under one of the stage's declared deps or outs (a resumed checkpoint is the stage's own output)."""
-    import yaml
-
-    stages = yaml.safe_load((dvc / "dvc.yaml").read_text())["stages"]
-    run = {k: [d.replace("${key}", "pos_alibi") if isinstance(d, str) else {
-        kk.replace("${key}", "pos_alibi"): vv for kk, vv in d.items()} for d in v] if isinstance(v, list) else v
-        for k, v in stages["run"]["do"].items()}
-    run["cmd"] = run["cmd"].replace("${key}", "pos_alibi")
-    hook = tmp_path / "reads.py"
-    hook.write_text(READS_HOOK)
-    for name, stage in {"prepare": stages["prepare"], "run@pos_alibi": run, "aggregate": stages["aggregate"],
-                        "init_probe": stages["init_probe"], "report": stages["report"]}.items():
-        declared = [next(iter(d)) if isinstance(d, dict) else d for d in stage["deps"] + stage.get("outs", [])
-                    + stage.get("metrics", [])]
-        args = stage["cmd"].split("-m miniformer", 1)[1].split()
-        log = tmp_path / f"{name}.log"
-        done = subprocess.run([sys.executable, str(hook), *args], cwd=dvc, capture_output=True, text=True,
-                              env={**os.environ, "READS_LOG": str(log), "PYTHONPATH": str(dvc / "src")}, timeout=600)
-        assert done.returncode == 0, done.stderr[-2000:]
-        reads = {Path(p) for p in log.read_text().splitlines()}
-        project = [p.relative_to(dvc) for p in reads if p.is_relative_to(dvc) and p.is_file()]
-        undeclared = sorted(str(p) for p in project
-                            if p.parts[0] not in ("src", ".dvc", ".git") and str(p) != "params.yaml"
-                            and p.name not in (".gitignore", ".dvcignore")  # read by DVCLive: repo bookkeeping
-                            and not any(str(p) == d or str(p).startswith(d.rstrip("/") + "/") for d in declared))
-        assert not undeclared, f"{name} reads undeclared files: {undeclared[:10]}"
 
 
 def test_report_renders_offline_in_a_headless_browser(smk, tmp_path):
@@ -490,12 +250,6 @@ def test_code_edits_rerun_what_they_touch(smk):
         for name, path in edited.items():
             path.write_text(originals[name])
     assert planned_jobs(smk) == {}  # the signatures follow the code back: nothing is left to redo
-
-
-def digests_of(study: Path, *names: str) -> dict[str, str]:
-    import hashlib
-
-    return {n: hashlib.sha256((study / n).read_bytes()).hexdigest() for n in names}
 
 
 def test_a_deleted_or_half_written_output_is_remade_by_a_plain_rerun_of_either_tool(smk, tmp_path):
@@ -609,4 +363,3 @@ def test_the_reports_anchors_resolve_and_its_glance_table_agrees_with_the_claims
         assert t[7].startswith(g[2].removesuffix(" (proxy)"))  # the same verdict
     assert dom.index('id="at-a-glance"') < dom.index('id="contents"') < dom.index("<b>Method.</b>")
     assert {f"claim-{i}" for i in range(1, len(table) + 1)} <= set(page.links)
-

@@ -16,7 +16,7 @@ import pytest
 
 from tests.conftest import require_system
 from tests.slurm_cluster import SlurmCluster, missing_tools
-from tests.test_pipeline import BIN, project_copy
+from tests.studies import BIN, project_copy
 
 pytestmark = pytest.mark.slow
 

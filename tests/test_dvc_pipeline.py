@@ -1,0 +1,168 @@
+"""A study built by `dvc repro`, DVC's loop on it (metrics diff, exp run, push/pull), and the two tools agreeing
+(slow: minutes)."""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from tests.studies import (
+    READS_HOOK,
+    dvc_changed_stages,
+    project_copy,
+    set_lr,
+    sh,
+)
+
+pytestmark = pytest.mark.slow
+
+
+DVC_STUDY = ("baseline", "pos_alibi", "pos_t5")
+
+
+@pytest.fixture(scope="module")
+def dvc(tmp_path_factory) -> Path:
+    study = project_copy(tmp_path_factory.mktemp("dvc"), keep=DVC_STUDY)
+    sh(study, "dvc", "repro", "-q", timeout=2400)
+    return study
+
+
+def test_dvc_repro_smoke_study(dvc):
+    assert dvc_changed_stages(dvc) == set()
+    assert (dvc / "report" / "report.html").exists()
+    shown = json.loads(sh(dvc, "dvc", "metrics", "show", "--json").stdout)
+    files = next(iter(shown.values()))["data"]
+    headline = files["results/headline.json"]["data"]
+    assert headline["runs"] == sum(len(r) for r in json.loads((dvc / "results" / "metrics.json").read_text()).values())
+    verdicts = files["results/verdicts.json"]["data"]
+    counted = sum(verdicts[v] for v in ("reproduced", "contradicted", "undecided", "not run"))
+    assert counted + verdicts["proxy"] >= 18  # one per claim, proxies counted apart (most are not run in this study)
+
+
+def test_both_tools_produce_the_same_outputs_and_metrics(dvc, tmp_path):
+    """The same experiments built by Snakemake in another copy: the same output files, and metrics identical to
+    the last digit (same params and seeds on the CPU), whichever tool ran them."""
+    smk = project_copy(tmp_path / "snakemake", keep=DVC_STUDY)
+    sh(smk, "snakemake", "--cores", "2", "all", timeout=1500)
+
+    def files(root: Path) -> set[str]:
+        skip = {"logs", "dvclive", "signatures"}  # per-tool bookkeeping, not study outputs
+        return {str(p.relative_to(root)) for p in (root / "results").rglob("*")
+                if p.is_file() and not skip & set(p.parts) and not p.name.startswith(".snakemake")
+                and p.name != "NOT_RUN"}  # DVC's stand-in outputs of the experiments this study leaves out
+
+    assert files(dvc) == files(smk)
+    a = json.loads((smk / "results" / "metrics.json").read_text())
+    b = json.loads((dvc / "results" / "metrics.json").read_text())
+    from miniformer.params import Study
+
+    points = {e for e, _ in Study.load(dvc / "params.yaml").runs() if "/" in e}  # the learning-rate sweep
+    assert points and points <= set(a) and points <= set(b)
+    differ = [f"{e}/{r}/{k}: {a[e][r][k]!r} vs {b[e][r].get(k)!r}" for e in a if e in b and a[e] != b[e]
+              for r in a[e] for k in a[e][r] if a[e][r][k] != b[e].get(r, {}).get(k)]
+    assert a == b, differ  # same params + seed on CPU -> identical metrics, whichever tool ran them
+
+
+def test_snakemake_does_not_retrain_after_dvc_repro(dvc):
+    out = sh(dvc, "snakemake", "-n", "--nolock")
+    assert "Nothing to be done" in out.stdout + out.stderr
+
+
+def test_dvc_change_one_experiment_and_diff_metrics(dvc):
+    sh(dvc, "git", "add", "-A")
+    sh(dvc, "git", "-c", "user.name=t", "-c", "user.email=t@t", "commit", "-qm", "smoke results")
+    set_lr(dvc, "pos_t5", 0.005)
+    assert dvc_changed_stages(dvc) == {"run@pos_t5", "aggregate", "report"}
+    out = sh(dvc, "dvc", "repro", "-q").stdout
+    assert "run@pos_learned" not in out
+    diff = json.loads(sh(dvc, "dvc", "metrics", "diff", "--json", "--targets", "results/metrics.json").stdout)
+    changed = {k.split(".")[0] for k in next(iter(diff.values()))}
+    assert changed == {"pos_t5"}, changed
+
+
+def test_a_pushed_study_is_read_on_a_fresh_clone_without_training(dvc, tmp_path):
+    """dvc push to the default (local-folder) remote; a fresh clone pulls, finds nothing stale, renders the report."""
+    remote = tmp_path / "remote"
+    sh(dvc, "dvc", "remote", "modify", "local", "url", str(remote))
+    sh(dvc, "git", "add", "-A")
+    sh(dvc, "git", "-c", "user.name=t", "-c", "user.email=t@t", "commit", "-qm", "study with its remote")
+    sh(dvc, "dvc", "push", "-q")
+    clone = tmp_path / "clone"
+    sh(tmp_path, "git", "clone", "-q", str(dvc), str(clone))
+    sh(clone, "dvc", "pull", "-q")
+    # every trained and evaluated run arrives; only files kept out of the cache (timings, the HTML) are missing
+    assert dvc_changed_stages(clone) <= {"aggregate", "report"}
+    assert (clone / "results" / "runs" / "baseline" / "seed0" / "ckpt.pt").exists()
+    for stage in ("aggregate", "report"):  # what `make report` runs: aggregate + render, no training
+        sh(clone, sys.executable, "-m", "miniformer", stage)
+    assert "Claims" in (clone / "report" / "report.html").read_text()
+    # nothing that trains or evaluates is stale; the HTML (kept out of the cache) is re-rendered, not restored
+    assert dvc_changed_stages(clone) <= {"report"}
+    # and Snakemake agrees once the pulled files carry their DAG order (DVC restores them in any order)
+    sh(clone, sys.executable, "-m", "miniformer", "settle-times")
+    planned = sh(clone, "snakemake", "-n", "--cores", "1", "all").stdout
+    for rule in ("prepare", "train", "evaluate"):
+        assert not re.search(rf"^rule {rule}:", planned, flags=re.M), planned[-2000:]
+
+
+def test_dvc_plots_draw_every_run(dvc):
+    """`dvc plots show` draws one figure per group and loss with a line per run: every run of the study appears."""
+    from miniformer.params import Study
+
+    shown = json.loads(sh(dvc, "dvc", "plots", "show", "--json").stdout)["data"]
+    runs = {f"{e}/seed{s}" for e, s in Study.load(dvc / "params.yaml").runs()}
+    for column in ("val_loss", "train_loss"):
+        drawn = {row["run"] for path, plots in shown.items() if f"/{column}/" in path
+                 for plot in plots for row in plot["content"]["data"]["values"]}
+        assert drawn == runs, sorted(runs ^ drawn)[:5]
+
+
+def test_dvc_exp_run_with_a_param_override_and_exp_show(dvc):
+    """`dvc exp run -S …` re-runs the one experiment it changes, and `dvc exp show` lists it with its headline."""
+    sh(dvc, "git", "add", "-A")
+    sh(dvc, "git", "-c", "user.name=t", "-c", "user.email=t@t", "commit", "-qm", "before the experiment", check=False)
+    # '+': the key is new (pos_alibi has no train section); without it DVC refuses the override
+    out = sh(dvc, "dvc", "exp", "run", "-n", "alibi-lr", "-S", "+experiments.pos_alibi.train.lr=0.006",
+             timeout=1200).stdout
+    ran = set(re.findall(r"Running stage '([^']+)'", out))
+    assert ran == {"run@pos_alibi", "aggregate", "report"}, ran
+    table = json.loads(sh(dvc, "dvc", "exp", "show", "--json").stdout)
+    experiments = [e for entry in table for e in (entry.get("experiments") or [])]
+    names = {run.get("name") for e in experiments for run in e.get("revs", [])}
+    assert "alibi-lr" in names, names
+
+
+def test_no_stage_reads_a_file_it_does_not_declare(dvc, tmp_path):
+    """Each DVC stage's command, run with an audit hook on open(): every project file it reads (code and params
+    aside) lies under one of the stage's declared deps or outs (a resumed checkpoint is the stage's own output)."""
+    import yaml
+
+    stages = yaml.safe_load((dvc / "dvc.yaml").read_text())["stages"]
+    run = {k: [d.replace("${key}", "pos_alibi") if isinstance(d, str) else {
+        kk.replace("${key}", "pos_alibi"): vv for kk, vv in d.items()} for d in v] if isinstance(v, list) else v
+        for k, v in stages["run"]["do"].items()}
+    run["cmd"] = run["cmd"].replace("${key}", "pos_alibi")
+    hook = tmp_path / "reads.py"
+    hook.write_text(READS_HOOK)
+    for name, stage in {"prepare": stages["prepare"], "run@pos_alibi": run, "aggregate": stages["aggregate"],
+                        "init_probe": stages["init_probe"], "report": stages["report"]}.items():
+        declared = [next(iter(d)) if isinstance(d, dict) else d for d in stage["deps"] + stage.get("outs", [])
+                    + stage.get("metrics", [])]
+        args = stage["cmd"].split("-m miniformer", 1)[1].split()
+        log = tmp_path / f"{name}.log"
+        done = subprocess.run([sys.executable, str(hook), *args], cwd=dvc, capture_output=True, text=True,
+                              env={**os.environ, "READS_LOG": str(log), "PYTHONPATH": str(dvc / "src")}, timeout=600)
+        assert done.returncode == 0, done.stderr[-2000:]
+        reads = {Path(p) for p in log.read_text().splitlines()}
+        project = [p.relative_to(dvc) for p in reads if p.is_relative_to(dvc) and p.is_file()]
+        undeclared = sorted(str(p) for p in project
+                            if p.parts[0] not in ("src", ".dvc", ".git") and str(p) != "params.yaml"
+                            and p.name not in (".gitignore", ".dvcignore")  # read by DVCLive: repo bookkeeping
+                            and not any(str(p) == d or str(p).startswith(d.rstrip("/") + "/") for d in declared))
+        assert not undeclared, f"{name} reads undeclared files: {undeclared[:10]}"
