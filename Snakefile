@@ -1,4 +1,4 @@
-# miniformer study DAG: prepare -> train (experiment x seed) -> evaluate -> aggregate -> report.
+# miniformer study DAG: prepare -> run (train, then evaluate; one job per experiment x seed) -> aggregate -> report.
 # Experiments, seeds and study profiles come from params.yaml through the same validated loader the CLI and DVC use.
 #   snakemake --cores 4 all                      # the study profile named in params.yaml (default)
 #   snakemake --cores 4 all --config profile=smoke
@@ -25,8 +25,7 @@ rule all:
 
 
 include: "workflow/rules/prepare.smk"
-include: "workflow/rules/train.smk"
-include: "workflow/rules/evaluate.smk"
+include: "workflow/rules/run.smk"
 include: "workflow/rules/aggregate.smk"
 include: "workflow/rules/init_probe.smk"
 include: "workflow/rules/crosscheck.smk"

@@ -53,11 +53,12 @@ def main() -> None:
     extra_s, extra_note = 0.0, "steps only"
     if args.study:
         recs = list(jobs(args.study).values())
-        evals = [r["endtime"] - r["starttime"] for r in recs if r["rule"] == "evaluate"]
+        evals = [r["endtime"] - r["starttime"] for r in recs if r["rule"] == "evaluate"]  # before `run` jobs
         outside = outside_step_loop(args.study, recs)
-        extra_s = statistics.median(outside) + statistics.median(evals)
-        extra_note = (f"steps + {statistics.median(outside):.0f} s per training job outside its step loop + "
-                      f"{statistics.median(evals):.0f} s per evaluation job, medians of {args.study.name}")
+        extra_s = statistics.median(outside) + (statistics.median(evals) if evals else 0.0)
+        extra_note = (f"steps + {statistics.median(outside):.0f} s per run job outside its step loop"
+                      + (f" + {statistics.median(evals):.0f} s per evaluation job" if evals else "")
+                      + f", medians of {args.study.name}")
     raw = yaml.safe_load((ROOT / "params.yaml").read_text())
     raw["profile"] = "default"
     study = Study(raw)

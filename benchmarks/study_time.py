@@ -27,11 +27,12 @@ def jobs(project: Path) -> dict[int, dict]:
 
 
 def outside_step_loop(project: Path, recs: list[dict]) -> list[float]:
-    """Per training job: its wall time minus the seconds its perf.json spent inside the step loop."""
+    """Per training job (a `run` job, which also evaluates; `train` in studies before the two were one job): its wall
+    time minus the seconds its perf.json spent inside the step loop."""
     out = []
     for r in recs:
         perf = project / Path(r["output"]).parent / "perf.json"
-        if r["rule"] == "train" and perf.exists():
+        if r["rule"] in ("run", "train") and perf.exists():
             out.append(r["endtime"] - r["starttime"] - json.loads(perf.read_text())["train_seconds"])
     return out
 
@@ -52,7 +53,8 @@ def main() -> None:
         print(f"| {rule} | {len(v)} | {sum(v) / 60:.1f} | {sum(v) / total:.1%} | {statistics.median(v):.1f} |")
     outside = outside_step_loop(project, recs)
     if outside:
-        print(f"\nTraining jobs outside their step loop (process start, imports, val estimates, samples, checkpoints): "
+        print(f"\nRun jobs outside their step loop (process start, imports, val estimates, samples, checkpoints, and "
+              f"in `run` jobs the evaluation): "
               f"median {statistics.median(outside):.1f} s, total {sum(outside) / 60:.1f} job-minutes over "
               f"{len(outside)} jobs.")
 

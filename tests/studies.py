@@ -105,6 +105,17 @@ def planned_jobs(study: Path) -> dict[str, str]:
     return dict(re.findall(r"^(\w+)\s+(\d+)$", out.stdout + out.stderr, flags=re.M))
 
 
+def planned_reasons(study: Path, rule: str) -> dict[str, str]:
+    """Snakemake's dry run: the reason it gives for every planned job of ``rule``, keyed by the job's wildcards."""
+    out = sh(study, "snakemake", "-n", "--nolock")
+    blocks = re.findall(rf"^rule {rule}:\n((?:    .*\n)+)", out.stdout + out.stderr, flags=re.M)
+    reasons = {}
+    for block in blocks:
+        fields = dict(re.findall(r"^    (\w+): (.*)$", block, flags=re.M))
+        reasons[fields.get("wildcards", "")] = fields.get("reason", "")
+    return reasons
+
+
 READS_HOOK = """
 import os, runpy, sys
 log = open(os.environ["READS_LOG"], "w")

@@ -1,5 +1,5 @@
 """The Slurm profile's settings are the user's: without a partition and an account it refuses in one line before
-anything is submitted; with them, every job carries them and train jobs ask for the GPUs set (a dry run, no Slurm)."""
+anything is submitted; with them, every job carries them and run jobs ask for the GPUs set (a dry run, no Slurm)."""
 
 from __future__ import annotations
 
@@ -34,7 +34,7 @@ def test_the_slurm_profile_refuses_until_partition_and_account_are_set(tmp_path)
     assert done.returncode == 0, done.stderr[-2000:]
     resources = [line for line in done.stdout.splitlines() if "resources:" in line]
     assert resources and all("slurm_partition=gpuq, slurm_account=proj" in line for line in resources)
-    assert any(line.rstrip().endswith("gpu=1") for line in resources)  # train jobs: one GPU by default
+    assert any(line.rstrip().endswith("gpu=1") for line in resources)  # run jobs: one GPU by default
     assert "debug" not in done.stdout and "slurm_account=ci" not in done.stdout  # no test fixture left in the profile
 
 

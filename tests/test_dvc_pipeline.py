@@ -62,7 +62,7 @@ def test_both_tools_produce_the_same_outputs_and_metrics(dvc, tmp_path):
         return {str(p.relative_to(root)) for p in (root / "results").rglob("*")
                 if p.is_file() and not skip & set(p.parts) and not p.name.startswith(".snakemake")}
 
-    assert (smk / "results" / "logs" / "train" / "pos_t5" / "seed0.log").exists()  # Snakemake's job made it
+    assert (smk / "results" / "logs" / "run" / "pos_t5" / "seed0.log").exists()  # Snakemake's job made it
     assert files(dvc) == files(smk)
     a = json.loads((smk / "results" / "metrics.json").read_text())
     b = json.loads((dvc / "results" / "metrics.json").read_text())
@@ -113,7 +113,7 @@ def test_a_pushed_study_is_read_on_a_fresh_clone_without_training(dvc, tmp_path)
     # and Snakemake agrees once the pulled files carry their DAG order (DVC restores them in any order)
     sh(clone, sys.executable, "-m", "miniformer", "settle-times")
     planned = sh(clone, "snakemake", "-n", "--cores", "1", "all").stdout
-    for rule in ("prepare", "train", "evaluate"):
+    for rule in ("prepare", "run"):
         assert not re.search(rf"^rule {rule}:", planned, flags=re.M), planned[-2000:]
 
 

@@ -66,7 +66,7 @@ def test_kill_minus_9_mid_training_then_the_dag_resumes_to_the_same_result(tmp_p
 
     sh(study, "snakemake", "--unlock", target)  # a killed Snakemake leaves its lock; it tells the user to unlock
     sh(study, "snakemake", "--cores", "1", target)  # the re-run resumes from the checkpoint
-    log = (study / "results/logs/train/baseline/seed0.log").read_text()
+    log = (study / "results/logs/run/baseline/seed0.log").read_text()
     logged = [int(n) for n in re.findall(r"step (\d+)/120", log)]
     assert logged and min(logged) > killed_at, (killed_at, logged)  # it went on from the checkpoint
     resumed = json.loads((study / target).read_text())

@@ -17,6 +17,7 @@ from tests.studies import (
     digests_of,
     dvc_changed_stages,
     planned_jobs,
+    planned_reasons,
     project_copy,
     readme_sample,
     set_lr,
@@ -49,7 +50,7 @@ def test_snakemake_smoke_study_builds_everything(smk):
     # the smoke page says first what it is: a wiring check whose verdicts are not findings
     assert html.index('id="smoke-warning"') < html.index("Claims") and "not findings" in html
     for exp, seed in study.runs():
-        assert (smk / "results" / "logs" / "train" / exp / f"seed{seed}.log").exists()
+        assert (smk / "results" / "logs" / "run" / exp / f"seed{seed}.log").exists()
     verdicts = json.loads((smk / "results" / "verdicts.json").read_text())
     assert verdicts["not run"] == 0  # the smoke profile runs every experiment a claim reads: each claim is judged
     assert verdicts["proxy"] >= 1
@@ -74,11 +75,11 @@ def test_snakemake_records_exactly_what_ran_in_dvc(smk):
 
 
 def test_one_experiment_change_reruns_only_that_experiment_under_snakemake(smk):
-    set_lr(smk, "pos_t5", 0.005)  # a one-seed experiment: one train and one evaluate job
+    set_lr(smk, "pos_t5", 0.005)  # a one-seed experiment: one run job (train, then evaluate)
     out = sh(smk, "snakemake", "-n", "--nolock")
     text = out.stdout + out.stderr
     jobs = dict(re.findall(r"^(\w+)\s+(\d+)$", text, flags=re.M))
-    assert jobs.get("train") == "1" and jobs.get("evaluate") == "1", text[-2000:]
+    assert jobs.get("run") == "1", text[-2000:]
     assert "pos_t5" in text and "exp=pos_learned" not in text
     # DVC sees the same change: the run, and the stages that read the run list
     assert dvc_changed_stages(smk) == {"run@pos_t5", "aggregate", "report"}
@@ -95,7 +96,7 @@ def test_a_hypothesis_edit_rerenders_the_report_under_both_tools(smk):
         # Both tools re-plan the same: the edited experiment (DVC's params name the whole experiment entry; its
         # finished checkpoint resumes, so nothing retrains) and what reads the experiment list.
         jobs = planned_jobs(smk)
-        assert jobs.get("report") == "1" and jobs.get("aggregate") == "1" and jobs.get("train") == "1", jobs
+        assert jobs.get("report") == "1" and jobs.get("aggregate") == "1" and jobs.get("run") == "1", jobs
         assert dvc_changed_stages(smk) == {"run@block_rmsnorm", "aggregate", "report"}
     finally:
         p.write_text(original)
@@ -108,7 +109,7 @@ def test_a_removed_experiment_leaves_metrics_and_report_under_both_tools(smk):
     p.write_text(original.replace(block, ""))
     try:
         jobs = planned_jobs(smk)
-        assert jobs.get("aggregate") == "1" and jobs.get("report") == "1" and "train" not in jobs, jobs
+        assert jobs.get("aggregate") == "1" and jobs.get("report") == "1" and "run" not in jobs, jobs
         assert dvc_changed_stages(smk) == {"aggregate", "report"}
         sh(smk, "snakemake", "--cores", "2", "all")
         metrics = json.loads((smk / "results" / "metrics.json").read_text())
@@ -219,31 +220,40 @@ def test_another_config_profile_is_planned_in_full_and_the_files_profile_comes_b
 
     out = sh(smk, "snakemake", "-n", "--nolock", "--config", "profile=default")
     jobs = dict(re.findall(r"^(\w+)\s+(\d+)$", out.stdout + out.stderr, flags=re.M))
-    assert int(jobs.get("train", 0)) == len(Study.load(smk / "params.yaml", "default").runs()), jobs
+    assert int(jobs.get("run", 0)) == len(Study.load(smk / "params.yaml", "default").runs()), jobs
     assert planned_jobs(smk) == {}
 
 
 def test_code_edits_rerun_what_they_touch(smk):
-    """Evaluation code edited: every run re-evaluates, none retrains. Model code edited: every run retrains.
-    DVC sees the same (every `run@` stage changed). Dry runs only; the code is restored after."""
+    """Evaluation code edited: every run job re-runs for its evaluation signature alone, so its finished checkpoint
+    resumes and nothing retrains (test_provenance's no-op resume). Model code edited: every run job re-runs for its own
+    run signature: it retrains. DVC sees the same (every `run@` stage changed). Dry runs only; the code is restored."""
     from miniformer.params import Study
 
-    n_runs = len(Study.load(smk / "params.yaml", "smoke").runs())
+    runs = Study.load(smk / "params.yaml", "smoke").runs()
     edited = {name: smk / "src" / "miniformer" / name for name in ("stages/evaluate.py", "network/positions.py")}
     originals = {name: path.read_text() for name, path in edited.items()}
 
     def edit(name: str) -> None:
         edited[name].write_text(originals[name] + "\n# an edit\n")
 
+    def run_signature(wildcards: str) -> str:
+        exp, seed = re.fullmatch(r"exp=(.+), seed=(\d+)", wildcards).groups()
+        return f"results/signatures/{exp}/seed{seed}.json"
+
     try:
         edit("stages/evaluate.py")
-        jobs = planned_jobs(smk)
-        assert "train" not in jobs and jobs.get("evaluate") == str(n_runs), jobs
+        reasons = planned_reasons(smk, "run")
+        assert len(reasons) == len(runs), reasons
+        for wildcards, reason in reasons.items():
+            assert "evaluation-code.json" in reason and run_signature(wildcards) not in reason, (wildcards, reason)
         changed = dvc_changed_stages(smk)
         assert changed and all(s.startswith("run@") for s in changed)
         edit("network/positions.py")
-        jobs = planned_jobs(smk)
-        assert jobs.get("train") == str(n_runs) and jobs.get("evaluate") == str(n_runs), jobs
+        reasons = planned_reasons(smk, "run")
+        assert len(reasons) == len(runs), reasons
+        for wildcards, reason in reasons.items():
+            assert run_signature(wildcards) in reason, (wildcards, reason)
     finally:
         for name, path in edited.items():
             path.write_text(originals[name])

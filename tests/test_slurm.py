@@ -1,7 +1,7 @@
 """The smoke study submitted to a real single-node Slurm through profiles/slurm (slow; needs Slurm + munge, root).
 
 .ci/run installs Debian's slurmctld, slurmd, slurm-client and munge. The node has no GPU, so the profile's GPU request
-for train jobs is set to 0 here (MINIFORMER_SLURM_GPUS); everything else is the project's profile as users run it, with
+for run jobs is set to 0 here (MINIFORMER_SLURM_GPUS); everything else is the project's profile as users run it, with
 the test cluster's partition and account set as the profile asks.
 """
 
@@ -46,8 +46,8 @@ def test_smoke_study_on_a_real_slurm(tmp_path):
     # successful jobs, so slurmctld's own log is the record)
     from miniformer.params import Study
 
-    # prepare, train + evaluate per run, aggregate, init probe, report
-    n_jobs = 1 + 2 * len(Study.load(study / "params.yaml").runs()) + 3
+    # prepare, one job per run (train, then evaluate), aggregate, init probe, report
+    n_jobs = 1 + len(Study.load(study / "params.yaml").runs()) + 3
     submitted = re.findall(r"_slurm_rpc_submit_batch_job: JobId=(\d+)", ctld_log)
     succeeded = re.findall(r"_job_complete: JobId=(\d+) WEXITSTATUS 0", ctld_log)
     assert len(submitted) == n_jobs, (len(submitted), n_jobs)

@@ -74,7 +74,7 @@ RUN_FLAGS = ("results", "data")  # what the commands that use a trained run read
 # The study-wide flags each command reads; it is offered no other, so a flag that would do nothing is refused.
 COMMAND_FLAGS: dict[str, tuple[str, ...]] = {
     "prepare": ("params", "profile"), "course": ("params", "results", "data"),
-    "train": STUDY_FLAGS, "evaluate": STUDY_FLAGS, "run-experiment": STUDY_FLAGS,
+    "train": STUDY_FLAGS, "evaluate": STUDY_FLAGS, "run": STUDY_FLAGS, "run-experiment": STUDY_FLAGS,
     "aggregate": STUDY_FLAGS, "init-probe": ("params", "profile", "results"),
     "report": STUDY_FLAGS, "dvc-record": ("params", "profile"),
     "crosscheck": STUDY_FLAGS, "list": ("params", "profile"), "settle-times": (), "runs": ("results",),
@@ -148,6 +148,19 @@ def cmd_train(args) -> None:
 
 def cmd_evaluate(args) -> None:
     evaluate_one(_study(args), args.experiment, args.seed, args.results, args.data)
+
+
+def cmd_run(args) -> None:
+    """The Snakemake job: train one experiment × seed, then evaluate it, in one process.
+
+    One job rather than a train and an evaluate job saves a Python start, a torch import and the optimizer's import of
+    torch._dynamo per run — about 5 of a smoke run's 13 seconds (benchmarks/RESULTS.md). An evaluation-only change
+    re-runs the job without retraining: the finished checkpoint of the same config and code resumes at its last step.
+    """
+    study = _study(args)
+    study.check_run(args.experiment, args.seed)
+    train_one(study, args.experiment, args.seed, args.results, args.data, "auto")
+    evaluate_one(study, args.experiment, args.seed, args.results, args.data)
 
 
 def cmd_run_experiment(args) -> None:
@@ -398,6 +411,7 @@ def build_parser() -> argparse.ArgumentParser:
     )
     resume.add_argument("--no-resume", action="store_true", help="ignore an existing checkpoint")
     add("evaluate", cmd_evaluate, "evaluate one trained run", run=True)
+    add("run", cmd_run, "train one experiment x seed, then evaluate it (the Snakemake job)", run=True)
     sp = add("run-experiment", cmd_run_experiment, "train, then evaluate, every seed of one experiment (the DVC stage)")
     sp.add_argument("experiment", help="experiment name from params.yaml")
     add("aggregate", cmd_aggregate, "collect every run into results/metrics.json and tables")

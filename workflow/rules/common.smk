@@ -32,7 +32,7 @@ def slurm_settings_problem(environ):
 
 try:
     if config.get("cluster") == "slurm":
-        os.environ.setdefault("MINIFORMER_SLURM_GPUS", "1")  # the profile's GPUs per train job
+        os.environ.setdefault("MINIFORMER_SLURM_GPUS", "1")  # the profile's GPUs per run job (train + evaluate)
         if problem := slurm_settings_problem(os.environ):
             raise UserError(problem)
     STUDY = Study.load("params.yaml", PROFILE)
