@@ -55,3 +55,13 @@ def probe_line_maps(s: Subject) -> Measured:
             "upper_triangle_max": float(upper.abs().max()), "upper_triangle_zero": bool((upper == 0).all())}
     return Measured({"attention_upper_triangle_zero": maps["upper_triangle_zero"],
                      "attention_upper_triangle_max": maps["upper_triangle_max"]}, files={"attention.json": maps})
+
+
+def head_scalars(ev: dict) -> dict:
+    entropy = ev.get("attention_entropy") or []
+    return {"head_diversity": ev.get("head_diversity"),
+            "attention_entropy": sum(entropy) / len(entropy) if entropy else None}
+
+
+def line_map_scalars(ev: dict) -> dict:
+    return {"upper_triangle_zero": ev.get("attention_upper_triangle_zero")}

@@ -111,3 +111,7 @@ def finetune(s: Subject) -> Measured:
                                   "accuracy": float(np.mean(outcomes)), "items": len(outcomes),
                                   "train_items": len(train), "chance": 0.5}},
                     {"finetune": outcomes})
+
+
+def finetune_scalars(ev: dict) -> dict:
+    return {"finetune_accuracy": ev.get("finetune", {}).get("accuracy")}

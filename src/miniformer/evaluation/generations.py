@@ -84,3 +84,10 @@ def generations(s: Subject) -> Measured:
         "ngram_loss": by_bin,
     }}
     return Measured({"generation_stats": stats}, {"generation": by_bin, "generation_growth": growth}, files)
+
+
+def generation_scalars(ev: dict) -> dict:
+    stats = ev.get("generation_stats", {})
+    out = {f"gen_{m}x_ngram_loss": r["ngram_loss"] for m, r in stats.items() if isinstance(r, dict)}
+    out["gen_repetition"] = stats.get("repetition")
+    return out

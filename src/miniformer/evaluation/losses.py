@@ -7,6 +7,7 @@ import torch
 import torch.nn.functional as F
 
 from miniformer.evaluation.subject import Measured, Subject
+from miniformer.layout import loss_at_key, past_block_key
 from miniformer.network.attention import make_causal_mask
 from miniformer.network.positions import POSITIONS
 from miniformer.runtime.scoring import BATCH, mean_loss, window_losses, windows
@@ -71,3 +72,20 @@ def loss_at_length(s: Subject, m: int) -> tuple[dict, list[float]]:
         "per_position": [float(b.mean()) for b in bins],
         "windows": len(tokens),
     }, [round(v, 4) for v in per_window]
+
+
+def split_scalars(ev: dict) -> dict:
+    out = {"val_loss": ev.get("val_loss"), "test_loss": ev.get("test_loss")}
+    if "val_loss_with_causal_mask" in ev:
+        out["val_loss_with_causal_mask"] = ev["val_loss_with_causal_mask"]
+    return out
+
+
+def length_scalars(ev: dict) -> dict:
+    """The loss at each multiple of block_size, and past the block beyond 1× (None where the method has none)."""
+    out = {}
+    for m, r in ev.get("lengths", {}).items():
+        out[loss_at_key(m)] = r.get("loss") if r.get("applicable") else None
+        if int(m) > 1:
+            out[past_block_key(m)] = r.get("loss_beyond_block") if r.get("applicable") else None
+    return out

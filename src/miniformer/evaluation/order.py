@@ -143,3 +143,14 @@ def minimal_pairs(s: Subject) -> Measured:
 def preferred(true_score: float, swapped_score: float) -> float:
     """1 when the true order scores higher, 0 when the swapped one does, 0.5 for a tie."""
     return 0.5 if abs(true_score - swapped_score) < ORDER_TIE else float(true_score > swapped_score)
+
+
+def sensitivity_scalars(ev: dict) -> dict:
+    return {"order_delta": ev.get("order_sensitivity", {}).get("delta")}
+
+
+def minimal_pair_scalars(ev: dict) -> dict:
+    pairs = ev.get("minimal_pairs", {})
+    return {"order_preference": pairs.get("true_order_preferred"),
+            "order_preference_bigram": pairs.get("bigram_true_order_preferred"),
+            "order_ties": pairs["ties"] / pairs["pairs"] if pairs.get("pairs") else None}

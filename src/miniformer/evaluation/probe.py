@@ -65,3 +65,10 @@ def shared_probe(s: Subject) -> Measured:
         "continuation_loss": float(np.mean(cont_losses)) if cont_losses else None,
         "continuation_note": None if cont_losses else f"not defined for the {s.objective.name} objective",
     }}, {"probe": outcomes})
+
+
+def probe_scalars(ev: dict) -> dict:
+    probe = ev.get("probe", {})
+    return {"recovery_accuracy": probe.get("recovery_accuracy"), "probe_constant_guess": probe.get("constant_guess"),
+            "probe_candidate_recall": probe.get("candidate_recall"),
+            "continuation_loss": probe.get("continuation_loss")}

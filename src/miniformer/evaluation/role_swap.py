@@ -45,3 +45,7 @@ def role_swap(s: Subject) -> Measured:
         values[name] = mean_loss(sums, counts)
         samples[name] = {"sum": sums.round(4).tolist(), "count": counts.tolist()}
     return Measured({"role_swap": values}, {"role_swap": samples})
+
+
+def role_swap_scalars(ev: dict) -> dict:
+    return {f"role_swap_{name}": loss for name, loss in ev.get("role_swap", {}).items()}

@@ -25,3 +25,7 @@ def uniformity(s: Subject) -> Measured:
     tokens = windows(s.data.splits["val"], s.T + 1)[:8]
     h = s.model(tokens[:, :-1].to(s.device), return_hidden=True)["hidden"]
     return Measured({"hidden_uniformity": mean_pairwise_cosine(h)})
+
+
+def uniformity_scalars(ev: dict) -> dict:
+    return {"hidden_uniformity": ev.get("hidden_uniformity")}

@@ -10,14 +10,13 @@ from pathlib import Path
 import pandas as pd
 
 from miniformer.errors import UserError
+from miniformer.evaluation.probes import PROBES
 from miniformer.layout import (
     AGGREGATES,
     DATA_DIR,
     PROVENANCE,
     STAGES_FIRST,
     eval_dir,
-    loss_at_key,
-    past_block_key,
     run_dir,
     seed_folder,
 )
@@ -69,48 +68,17 @@ def finished_run(study: Study, results: Path, exp: str, seed: int, data_hash: st
     return train, ev
 
 
+# The numbers a training's metrics.json gives every run; the probes declare theirs (evaluation/probes.py).
+TRAINING_SCALARS = ("final_train_loss", "diverged", "divergence_step", "loss_spikes", "n_params")
+
+
 def run_scalars(train: dict, ev: dict) -> dict:
-    """The flat, deterministic numbers of one run (no timings: `dvc metrics diff` after a re-run must show nothing)."""
-    out = {
-        "val_loss": ev.get("val_loss"),
-        "test_loss": ev.get("test_loss"),
-        "final_train_loss": train.get("final_train_loss"),
-        "diverged": train.get("diverged"),
-        "divergence_step": train.get("divergence_step"),
-        "loss_spikes": train.get("loss_spikes"),
-        "n_params": train.get("n_params"),
-        "head_diversity": ev.get("head_diversity"),
-        "attention_entropy": _mean(ev.get("attention_entropy") or []),
-        "order_delta": ev.get("order_sensitivity", {}).get("delta"),
-        "order_preference": ev.get("minimal_pairs", {}).get("true_order_preferred"),
-        "order_preference_bigram": ev.get("minimal_pairs", {}).get("bigram_true_order_preferred"),
-        "order_ties": (ev["minimal_pairs"]["ties"] / ev["minimal_pairs"]["pairs"]
-                       if ev.get("minimal_pairs", {}).get("pairs") else None),
-        "hidden_uniformity": ev.get("hidden_uniformity"),
-        "recovery_accuracy": ev.get("probe", {}).get("recovery_accuracy"),
-        "probe_constant_guess": ev.get("probe", {}).get("constant_guess"),
-        "finetune_accuracy": ev.get("finetune", {}).get("accuracy"),
-        "probe_candidate_recall": ev.get("probe", {}).get("candidate_recall"),
-        "continuation_loss": ev.get("probe", {}).get("continuation_loss"),
-        "upper_triangle_zero": ev.get("attention_upper_triangle_zero"),
-    }
-    if "val_loss_with_causal_mask" in ev:
-        out["val_loss_with_causal_mask"] = ev["val_loss_with_causal_mask"]
-    for m, r in ev.get("lengths", {}).items():
-        out[loss_at_key(m)] = r.get("loss") if r.get("applicable") else None
-        if int(m) > 1:
-            out[past_block_key(m)] = r.get("loss_beyond_block") if r.get("applicable") else None
-    for name, loss in ev.get("role_swap", {}).items():
-        out[f"role_swap_{name}"] = loss
-    for m, r in ev.get("generation_stats", {}).items():
-        if isinstance(r, dict):
-            out[f"gen_{m}x_ngram_loss"] = r["ngram_loss"]
-    out["gen_repetition"] = ev.get("generation_stats", {}).get("repetition")
+    """The flat, deterministic numbers of one run (no timings: `dvc metrics diff` after a re-run must show nothing):
+    the training's, then each probe's in PROBES order."""
+    out = {key: train.get(key) for key in TRAINING_SCALARS}
+    for probe in PROBES:
+        out.update(probe.scalars(ev))
     return out
-
-
-def _mean(xs: list[float]) -> float | None:
-    return sum(xs) / len(xs) if xs else None
 
 
 def run_samples(results: Path, exp: str, seed: int) -> dict:

@@ -42,7 +42,7 @@ def evaluate(run: RunConfig, run_dir: Path, out_dir: Path, data_dir: Path) -> di
     }
     samples, files = {}, {}
     for probe in PROBES:
-        measured = probe(subject)
+        measured = probe.measure(subject)
         result.update(measured.values)
         samples.update(measured.samples)
         files.update(measured.files)
