@@ -454,8 +454,9 @@ INIT_JUDGED = {"Without residuals token states collapse toward uniform with dept
 
 @pytest.mark.parametrize("claim", CLAIMS, ids=[c.claim[:40] for c in CLAIMS])
 def test_each_claim_reads_the_runs_its_row_names(claim):
-    """A row's runs are what its judgement needs: with any one of them missing (the baseline aside, which every
-    interval reads) the verdict is 'not run', and required_experiments holds every one."""
+    """A row's runs are what its judgement needs, and all it needs: with only them (and the baseline, which every
+    interval reads) the verdict stands; with any one of them missing it is 'not run'; required_experiments holds every
+    one. A judge that reads a run its row does not name fails here."""
     if not claim.runs:  # judged from the init probe, not from runs: its own test covers every verdict
         assert claim.claim in INIT_JUDGED
         return
@@ -464,6 +465,9 @@ def test_each_claim_reads_the_runs_its_row_names(claim):
     assert reproduced, f"no reproduced case for {claim.claim!r}"
     assert set(claim.runs) <= required_experiments()
     runs, evidence = reproduced[0]
+    if not claim.every_run:  # a row that ranks every run says so (every_run=True)
+        named = {k: v for k, v in runs.items() if k.split("/")[0] in claim.runs}  # an experiment and its sweep points
+        assert by_claim({"baseline": base(), **named}, **evidence)[claim.claim] == "reproduced", set(runs) - set(named)
     for missing in set(claim.runs) - {"baseline"}:
         kept = {k: v for k, v in runs.items() if k != missing and not k.startswith(f"{missing}/")}
         assert by_claim({"baseline": base(), **kept}, **evidence)[claim.claim] == "not run", missing

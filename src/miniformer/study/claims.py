@@ -57,6 +57,7 @@ class Claim:
     judge: Judge
     test: str  # a key of TESTS
     source_numbers: str  # what the source itself reports, from its own table or figure
+    every_run: bool = False  # the judgement also ranks every other run of the study, not only those named in `runs`
 
     def finding(self, ev: Evidence) -> Finding:
         judged = self.judge(ev)
@@ -768,7 +769,7 @@ CLAIMS: tuple[Claim, ...] = (
           entropy_and_instability, "proxy",
           "qualitative: within one model, attention entropy collapses over training as the loss spikes or diverges. "
           "Here a proxy: the final entropy of single-seed runs of different models at the highest rate, ranked by "
-          "stability"),
+          "stability", every_run=True),
     Claim("Denoising objectives beat a prefix LM downstream, after the same fine-tuning", "Raffel 2020 T4",
           ("obj_mlm", "obj_prefix"), denoising_downstream, "proxy",
           "GLUE average after fine-tuning: BERT-style denoising 82.96 vs prefix LM 80.69 (and deshuffling 73.17). "
