@@ -769,26 +769,29 @@ def test_without_a_value_projection_the_values_are_the_input():
     assert torch.allclose(fast, y, atol=1e-5)
 
 
-def test_roles_swapped_at_evaluation_equal_swapped_projection_rows():
-    """roles_permuted reads the trained projections with Q and K exchanged: the same as a model whose query and key
-    weights were exchanged by hand; and the roles come back afterwards."""
+@pytest.mark.parametrize("swap", ["swap_qk", "swap_qv", "swap_kv"])
+def test_roles_swapped_at_evaluation_equal_swapped_projection_rows(swap):
+    """roles_permuted reads the trained projections with exactly the two roles its name says exchanged: the same as a
+    model whose two projections were exchanged by hand; and the roles come back afterwards."""
     from miniformer.evaluation.role_swap import SWAPS, roles_permuted
 
     torch.manual_seed(0)
-    cfg = ModelConfig(vocab_size=12, block_size=8, n_layer=2, n_head=2, n_embd=16, pos="rope")
+    cfg = ModelConfig(vocab_size=12, block_size=8, n_layer=2, n_head=2, n_embd=16, pos="rope", bias=True)
     model = MiniFormer(cfg).eval()
     x = torch.randint(0, 12, (2, 8))
+    a, b = {"swap_qk": ("q_proj", "k_proj"), "swap_qv": ("q_proj", "v_proj"), "swap_kv": ("k_proj", "v_proj")}[swap]
     with torch.no_grad():
         intact = model(x)["logits"]
-        with roles_permuted(model, SWAPS["swap_qk"]):
+        with roles_permuted(model, SWAPS[swap]):
             swapped = model(x)["logits"]
         assert torch.equal(model(x)["logits"], intact)  # restored
         by_hand = MiniFormer(cfg).eval()
         by_hand.load_state_dict(model.state_dict())
         for block in by_hand.blocks:
-            q, k = block.attn.q_proj.weight, block.attn.k_proj.weight
-            q_old = q.clone()
-            q.copy_(k)
-            k.copy_(q_old)
+            first, second = getattr(block.attn, a), getattr(block.attn, b)
+            for name in ("weight", "bias"):
+                kept = getattr(first, name).clone()
+                getattr(first, name).copy_(getattr(second, name))
+                getattr(second, name).copy_(kept)
         assert torch.allclose(by_hand(x)["logits"], swapped, atol=1e-5)
         assert not torch.allclose(swapped, intact, atol=1e-3)

@@ -411,3 +411,54 @@ def test_the_finetune_probe_runs_end_to_end_on_a_tiny_model_and_leaves_it_untouc
     assert all(torch.equal(before[k], v) for k, v in model.state_dict().items())  # it fine-tuned a copy
     run_off = Study(tiny_params("corpus.txt")).config("baseline", 0)  # eval.finetune off: nothing measured
     assert finetune(Subject(run_off, model, data, torch.device("cpu"))).values == {}
+
+
+# --- the n-gram reference, by hand -----------------------------------------------------------------------------------
+
+
+def test_the_ngram_model_at_every_order_with_back_off_equals_the_numbers_worked_by_hand():
+    """Train ids 0 1 0 1 1 over a vocabulary of 2, prior 1. Add-one unigrams: P(0) = 3/7, P(1) = 4/7. Bigrams 01 ×2,
+    10, 11 after contexts 0 ×2, 1 ×2: P(1|0) = (2 + 4/7)/3 = 6/7, P(1|1) = (1 + 4/7)/3 = 11/21, P(0|1) = (1 + 3/7)/3 =
+    10/21. Trigrams 010, 101, 011 after contexts 01 ×2, 10: P(1|01) = (1 + 11/21)/3 = 32/63; the unseen context 11
+    backs off whole to the bigram: P(0|11) = (0 + 10/21)/(0 + 1) = 10/21."""
+    from miniformer.runtime.ngram import NgramModel
+
+    train = np.array([0, 1, 0, 1, 1])
+    for order, query, expected in [
+        (1, [0, 1, 1], [3 / 7, 4 / 7, 4 / 7]),
+        (2, [0, 1, 1], [3 / 7, 6 / 7, 11 / 21]),
+        (3, [0, 1, 1], [3 / 7, 6 / 7, 32 / 63]),
+        (3, [1, 1, 0], [4 / 7, 11 / 21, 10 / 21]),
+    ]:
+        got = np.exp(NgramModel(train, 2, order).token_log_probs(query))
+        assert got == pytest.approx(expected, rel=1e-12), (order, query)
+    table = np.exp(NgramModel(train, 2, 3).next_token_log_probs())  # the bigram's table, whatever the order
+    assert table == pytest.approx(np.array([[1 - 6 / 7, 6 / 7], [10 / 21, 11 / 21]]), rel=1e-12)
+
+
+# --- what the fine-tune reads --------------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("objective, reads", [("causal", "last"), ("mlm", "mean"), ("prefix", "mean"),
+                                              ("span", "mean")])
+def test_the_finetune_head_reads_the_last_state_of_a_left_to_right_reader_and_the_mean_of_a_whole_reading(objective,
+                                                                                                        reads):
+    """A causal model reads the line left to right, so only its last state has read all of it; MLM, span corruption
+    and a prefix LM read a given line whole (as their context), so every state has: the head takes their mean."""
+    from miniformer.evaluation.finetune import LineClassifier
+
+    hidden = torch.arange(2 * 4 * 3, dtype=torch.float32).reshape(2, 4, 3)
+
+    class Reader(torch.nn.Module):
+        def forward(self, x, attn_mask, return_hidden):
+            self.mask = attn_mask
+            return {"hidden": hidden}
+
+    reader = Reader()
+    clf = LineClassifier(reader, OBJECTIVES[objective], width=3, block_size=4)
+    with torch.no_grad():
+        clf.head.weight.copy_(torch.tensor([[1.0, 0.0, 0.0], [0.0, 0.0, 1.0]]))
+        clf.head.bias.zero_()
+    pooled = hidden[:, -1] if reads == "last" else hidden.mean(1)
+    assert torch.equal(clf(torch.zeros(2, 4, dtype=torch.long)), pooled[:, [0, 2]])
+    assert torch.equal(reader.mask, OBJECTIVES[objective].input_mask(4))  # the line read as the objective reads it
