@@ -41,9 +41,9 @@ def test_a_method_has_one_colour_in_every_figure():
     for name in names:
         assert len({c[name] for c in colours}) == 1, name  # the same colour in all four figures
     assert len({colours[0][n] for n in names}) == len(names)  # and a different one for each method
-    bars = figures.bars({"baseline": 2.0, "pos_alibi": 2.1}, None, "block", "val loss")
-    bar_colours = [matplotlib.colors.to_hex(p.get_facecolor()) for p in bars.axes[0].patches]
-    assert bar_colours == [colours[0]["rope (baseline)"], colours[0]["alibi"]]  # an experiment = its label's colour
+    points = figures.point_estimates({"baseline": 2.0, "pos_alibi": 2.1}, None, "block", "val loss")
+    point_colours = [matplotlib.colors.to_hex(c.lines[0].get_color()) for c in points.axes[0].containers]
+    assert point_colours == [colours[0]["rope (baseline)"], colours[0]["alibi"]]  # an experiment = its label's colour
 
 
 def test_the_unigram_ceiling_is_drawn_where_a_loss_is_shown():
@@ -67,3 +67,45 @@ def test_heatmap_labels_grow_for_a_short_line():
     long = figures.attention_heatmap(np.eye(60).tolist(), list("x" * 60), "long")
     size = lambda fig: fig.axes[0].xaxis.get_ticklabels()[0].get_fontsize()  # noqa: E731
     assert size(short) >= 10 > size(long)
+
+
+def test_block_estimates_sit_on_an_axis_that_shows_a_005_difference():
+    """The block figure's points ± intervals on an axis fitted to them: a 0.05 difference at losses near 2 spans a
+    visible share of the axis (bars from 0 made it 2 % of their height)."""
+    fig = figures.point_estimates({"baseline": 2.00, "block_rmsnorm": 2.05, "block_post_norm": 2.02},
+                                  {"baseline": 0.01, "block_rmsnorm": 0.01, "block_post_norm": 0.02}, "block", "val")
+    low, high = fig.axes[0].get_ylim()
+    assert low > 1.5 and (2.05 - 2.00) / (high - low) > 0.3
+    segments = [c.lines[2][0].get_segments()[0] for c in fig.axes[0].containers]  # each point's error bar
+    assert [round(seg[1][1] - seg[0][1], 6) for seg in segments] == [0.02, 0.02, 0.04]
+
+
+def test_attention_maps_share_one_colour_scale():
+    """A causal map (weights up to 1) and a no-mask map (weights up to 0.37) are drawn on the same 0–1 scale."""
+    causal = np.tril(np.ones((4, 4))) / np.arange(1, 5)[:, None]
+    spread = np.full((4, 4), 0.25) + np.eye(4) * 0.12
+    for weights in (causal, spread):
+        fig = figures.attention_heatmap(weights, list("abcd"), "map")
+        assert fig.axes[0].collections[0].get_clim() == (0, 1)
+
+
+def test_a_generation_far_past_the_others_is_written_at_the_edge_not_scaled_to():
+    """The no-mask run's text scores 12 nats, the others 2.5–4.1 between held-out text (1.9) and shuffled text (3.9):
+    the axis stops above the others' intervals and the lines, and the 12 is written at its edge. Where every run sits
+    near the shuffled line (an untrained smoke model), nothing is cut."""
+    rope = [("1", 2.5, 0.1), ("2", 3.0, 0.1), ("4", 4.1, 0.2)]
+    series = {"rope": rope, "alibi": [("1", 2.6, 0.1), ("2", 2.7, 0.1), ("4", 2.8, 0.1)],
+              "no mask": [("1", 12.0, 0.5), ("4", 11.0, 0.5)]}
+    fig = figures.generation_quality(series, 1.9, 3.9, 8)
+    assert 4.3 < fig.axes[0].get_ylim()[1] < 5.0
+    assert [t.get_text() for t in fig.axes[0].texts] == ["no mask: 12.0 ↑", "no mask: 11.0 ↑"]
+    untrained = {"rope": [("1", 9.0, 0.3), ("4", 10.9, 0.4)], "alibi": [("1", 9.4, 0.3), ("4", 10.2, 0.4)]}
+    near = figures.generation_quality(untrained, 1.9, 8.4, 8)
+    assert near.axes[0].get_ylim()[1] > 10.9 + 0.4 and not near.axes[0].texts
+
+
+def test_a_step_log_curve_says_which_seed_and_which_estimate_it_shows():
+    fig = figures.curves({"baseline": LOG}, "val_loss", "Position methods: val loss",
+                         source="seed 0 of each run; the step log's estimate on 4 fixed val batches")
+    assert fig.axes[0].get_title() == ("Position methods: val loss\n"
+                                       "seed 0 of each run; the step log's estimate on 4 fixed val batches")

@@ -216,6 +216,16 @@ class ReportInputs:
     def present(self, exps: list[str]) -> list[str]:
         return [e for e in exps if self.m.has(e)]
 
+    def step_log_source(self, kind: str) -> str:
+        """What a step-log curve shows, said under its title: the first seed of each run, and for val loss the
+        trainer's running estimate, not the whole-split number the tables and claims use."""
+        seed = self.study.seeds[0]
+        if kind == "val":
+            batches = self.base.train.val_batches
+            return (f"seed {seed} of each run; the step log's estimate on {batches} fixed val batch"
+                    f"{'es' if batches > 1 else ''} (the tables and claims use the whole val split)")
+        return f"seed {seed} of each run; the train loss of the logged steps"
+
     def draw(self, name: str, fig) -> None:
         self.figs[name] = figures.to_base64_png(fig)
 
@@ -224,7 +234,8 @@ def positions_section(r: ReportInputs) -> dict:
     m, files, T = r.m, r.files, r.base.model.block_size
     pos = {k: v for k, v in position_runs(r.study.experiments).items() if m.has(v)}
     r.draw("pos_curves", figures.curves({k: files.log(v) for k, v in pos.items()}, "val_loss",
-                                        "Position methods: val loss", unigram=r.ev.unigram))
+                                        "Position methods: val loss", unigram=r.ev.unigram,
+                                        source=r.step_log_source("val")))
     multiples = [int(x) for x in r.base.eval.length_multiples]
     sweep = pd.DataFrame(
         {mult: [m.mean(v, loss_at_key(mult)) for v in pos.values()] for mult in multiples}, index=list(pos)
@@ -346,10 +357,11 @@ def block_section(r: ReportInputs) -> dict:
     m = r.m
     block_exps = r.present([r.study.reference, *group_of(r.study, "block")])
     r.draw("block_curves", figures.curves({e: r.files.log(e) for e in block_exps}, "train_loss",
-                                          "Block variants: train loss", unigram=r.ev.unigram, labels=r.labels))
+                                          "Block variants: train loss", unigram=r.ev.unigram, labels=r.labels,
+                                          source=r.step_log_source("train")))
     finals = {e: m.mean(e, "val_loss") for e in block_exps if m.mean(e, "val_loss") is not None}
-    r.draw("block_bars", figures.bars(finals, {e: r.half_width(e) for e in finals}, "Block variants",
-                                      "val loss (nats/char), ± 95 % interval", r.labels))
+    r.draw("block_bars", figures.point_estimates(finals, {e: r.half_width(e) for e in finals}, "Block variants",
+                                                 "val loss (nats/char), mean over seeds ± 95 % interval", r.labels))
     if r.ev.init:
         r.draw("init_uniformity", figures.uniformity_vs_depth(r.ev.init))
     return {"uniformity": [(e, m.mean(e, "hidden_uniformity"), m.mean(e, "loss_spikes"), m.any_true(e, "diverged"))
@@ -375,7 +387,8 @@ def training_section(r: ReportInputs) -> dict:
 def objectives_section(r: ReportInputs) -> dict:
     obj_exps = r.present([r.study.reference, *group_of(r.study, "objective")])
     r.draw("obj_curves", figures.curves({e: r.files.log(e) for e in obj_exps}, "val_loss",
-                                        "Objectives: val loss (NOT comparable across)"))
+                                        "Objectives: val loss (NOT comparable across)",
+                                        source=r.step_log_source("val")))
     m = r.m
     probe = {e: {**r.files.eval(e)["probe"], "seeds": len(m.values(e, "val_loss")),  # means over seeds, as the claims
                  "recovery_accuracy": m.mean(e, "recovery_accuracy"), "candidate_recall":

@@ -108,7 +108,8 @@ def _label(tok: str) -> str:
 
 
 def attention_heatmap(weights, tokens: list[str], title: str, ax=None):
-    """One head's map: y = current position (query), x = attended-to token (key), ticks are the text's characters."""
+    """One head's map: y = current position (query), x = attended-to token (key), ticks are the text's characters.
+    Every map shares the colour scale 0–1 (a weight is a probability), so two maps compare by colour."""
     fig = None
     if ax is None:
         fig, ax = plt.subplots(figsize=(7, 6))
@@ -118,6 +119,7 @@ def attention_heatmap(weights, tokens: list[str], title: str, ax=None):
         ax=ax,
         cmap="viridis",
         vmin=0,
+        vmax=1,
         square=True,
         cbar=fig is not None,
         xticklabels=labels,
@@ -146,7 +148,8 @@ def head_grid(layer_weights, tokens: list[str], title: str):
 
 
 def curves(logs: dict[str, pd.DataFrame], column: str, title: str, ylabel: str = "loss (nats/char)",
-           unigram: float | None = None, labels: dict[str, str] | None = None):
+           unigram: float | None = None, labels: dict[str, str] | None = None, source: str | None = None):
+    """Step-log curves, one line per run; ``source`` says under the title which seed and which estimate they are."""
     fig, ax = plt.subplots(figsize=(7, 4))
     unigram_line(ax, unigram)
     for name, df in logs.items():
@@ -154,7 +157,7 @@ def curves(logs: dict[str, pd.DataFrame], column: str, title: str, ylabel: str =
             ax.plot(df["step"], df[column], label=(labels or {}).get(name, name), color=color_of(name))
     ax.set_xlabel("step")
     ax.set_ylabel(ylabel)
-    ax.set_title(title)
+    ax.set_title(title if source is None else f"{title}\n{source}", fontsize=10 if source else None)
     ax.legend(fontsize=7)
     ax.grid(alpha=0.3)
     return fig
@@ -213,12 +216,16 @@ def per_position(series: dict[str, list[float]], length: int, block_size: int, u
     return fig
 
 
-def bars(values: dict[str, float], errors: dict[str, float] | None, title: str, ylabel: str,
-         labels: dict[str, str] | None = None):
+def point_estimates(values: dict[str, float], errors: dict[str, float] | None, title: str, ylabel: str,
+                    labels: dict[str, str] | None = None):
+    """One point ± its interval per run, on an axis fitted to them: bars from 0 would hide the 0.05-sized effects the
+    claims turn on, and a bar cut above 0 would draw its length wrong."""
     fig, ax = plt.subplots(figsize=(7, 3.6))
     names = list(values)
-    ax.bar([(labels or {}).get(n, n) for n in names], [values[n] for n in names],
-           yerr=[(errors or {}).get(n, 0) for n in names], capsize=3, color=[color_of(n) for n in names])
+    for i, n in enumerate(names):
+        ax.errorbar([i], [values[n]], yerr=[(errors or {}).get(n) or 0.0], marker="o", capsize=4, color=color_of(n))
+    ax.set_xticks(range(len(names)), [(labels or {}).get(n, n) for n in names])
+    ax.set_xlim(-0.5, len(names) - 0.5)
     ax.set_ylabel(ylabel)
     ax.set_title(title)
     ax.tick_params(axis="x", rotation=30, labelsize=7)
@@ -251,6 +258,7 @@ def generation_quality(series: dict[str, list[tuple[str, float, float]]], real: 
         ax.axhline(real, color="black", ls="--", lw=1, label=f"held-out text ({real:.2f})")
     if shuffled is not None:
         ax.axhline(shuffled, color="grey", ls=":", lw=1, label=f"its characters shuffled ({shuffled:.2f})")
+    off_scale(ax, series, [v for v in (real, shuffled) if v is not None])
     ax.set_xscale("log", base=2)
     ticks = sorted({int(b) for points in series.values() for b, _, _ in points})
     ax.set_xticks(ticks, [f"{t}×" for t in ticks])
@@ -259,6 +267,30 @@ def generation_quality(series: dict[str, list[tuple[str, float, float]]], real: 
     ax.set_title("Generation quality inside and past the training length (lower = more like the training text)")
     ax.legend(fontsize=7)
     return fig
+
+
+def off_scale(ax, series: dict[str, list[tuple[str, float, float]]], references: list[float]) -> None:
+    """Cut the y-axis above the far-out points — a modified z-score over 3.5 (Iglewicz & Hoaglin 1993: 0.6745 × the
+    distance from the median over the median absolute deviation), and above every reference line — so that one
+    breakage far off the scale (the no-mask run writes text far worse than shuffled characters) does not squash the
+    range the claims compare; each point cut off is written at the top edge with its value."""
+    values = [v for points in series.values() for _, v, _ in points]
+    if len(values) < 4:
+        return
+    median = float(np.median(values))
+    spread = float(np.median([abs(v - median) for v in values]))
+    top = max([median + 3.5 * spread / 0.6745, *references])
+    beyond = [(name, int(b), v) for name, points in series.items() for b, v, _ in points if v > top]
+    if not beyond:
+        return
+    ceiling = max([v + h for points in series.values() for _, v, h in points if v <= top] + references)
+    ceiling += 0.15 * (ceiling - min(values + references))
+    ax.set_ylim(top=ceiling)
+    stacked: dict[int, int] = {}
+    for name, b, v in beyond:
+        stacked[b] = stacked.get(b, 0) + 1
+        ax.annotate(f"{name}: {v:.1f} ↑", (b, ceiling), xytext=(0, -11 * stacked[b]), textcoords="offset points",
+                    ha="center", fontsize=7, color=color_of(name))
 
 
 def stability_map(cells: dict, unigram: float | None):
