@@ -369,5 +369,8 @@ def test_the_reports_anchors_resolve_and_its_glance_table_agrees_with_the_claims
     for g, t in zip(glance, table):
         assert g[0] == t[0] and g[1] == t[1]  # number and claim
         assert t[7].startswith(g[2].removesuffix(" (proxy)"))  # the same verdict
+    trends = [t[8] for t in table]  # every row says where its effect is heading, or that it is not followed
+    assert set(trends) <= {"still changing", "settled", "not followed"} and "not followed" in trends, trends
+    assert {"still changing", "settled"} & set(trends), trends
     assert dom.index('id="at-a-glance"') < dom.index('id="contents"') < dom.index("<b>Method.</b>")
     assert {f"claim-{i}" for i in range(1, len(table) + 1)} <= set(page.links)
