@@ -68,7 +68,8 @@ clean:
 # tests/README.md for the last scores). Run it in a copy of the repository: it edits each module while it runs.
 NETWORK_TESTS := tests/test_known_values.py tests/test_core.py tests/test_order.py tests/test_fidelity.py \
   tests/test_structure.py::test_code_defaults_are_the_shipped_baseline
-STUDY_TESTS := tests/test_stats.py tests/test_findings.py
+# every fast test file that imports the study's statistics, claims or findings
+STUDY_TESTS := tests/test_stats.py tests/test_findings.py tests/test_power.py tests/test_fidelity.py tests/test_compare.py
 mutation: venv
 	for m in attention positions model objectives flops; do \
 	  $(PY) tests/mutation.py src/miniformer/network/$$m.py --min-score 0.85 -- $(NETWORK_TESTS) || exit 1; done
@@ -79,3 +80,5 @@ mutation: venv
 	  src/miniformer/evaluation/$$m.py -- tests/test_known_values.py tests/test_order.py tests/test_engine.py \
 	  tests/test_fidelity.py || exit 1; done
 	$(PY) tests/mutation.py src/miniformer/runtime/schedule.py -- tests/test_known_values.py
+	$(PY) tests/mutation.py src/miniformer/runtime/ngram.py -- tests/test_known_values.py \
+	  tests/test_generation_quality.py tests/test_order.py
