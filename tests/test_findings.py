@@ -615,3 +615,68 @@ def test_a_position_method_added_in_params_reaches_the_reports_position_section(
     assert list(runs.items())[: len(POSITION_RUNS)] == list(POSITION_RUNS.items())
     assert runs["toy"] == "pos_toy" and runs["pos_alibi_wide"] == "pos_alibi_wide"  # label taken: its own name
     assert "block_rmsnorm" not in runs.values()
+
+
+def test_the_peer_comparison_flags_beyond_two_baseline_sigmas_plus_the_margin_by_hand():
+    """Baseline seeds 2.0, 2.2, 2.1: σ = 0.1, so the tolerance is 2 × 0.1 + 0.05 = 0.25 nats. Each variant is read at
+    the seed the peer ran (else its first): 0.04 apart agrees; 0.40 apart but 0.05 from the peer under our init
+    differs by init only; 0.40 and 0.30 apart is unexplained; no peer number is n/a. Lengths pair up by multiple."""
+    from miniformer.study.findings import AGREEMENT_MARGIN, NOISE_SIGMAS, Metrics, peer_comparisons
+
+    assert (NOISE_SIGMAS, AGREEMENT_MARGIN) == (2.0, 0.05)
+    nested = {"baseline": {"seed0": {"val_loss": 2.0}, "seed1": {"val_loss": 2.2, "loss_at_2x": 2.6},
+                           "seed2": {"val_loss": 2.1}},
+              "pos_alibi": {"seed0": {"val_loss": 1.9}}, "pos_t5": {"seed0": {"val_loss": 1.9}},
+              "pos_none": {"seed0": {"val_loss": 3.0}}}
+
+    def peer(own: float | None, ours_init: float, at: dict | None = None) -> dict:
+        return {"inits": {"own": {"val_loss": own, "loss_at": at or {}}, "vaswani": {"val_loss": ours_init}}}
+
+    rows = peer_comparisons(Metrics(nested), {"baseline": peer(2.24, 2.0, {"2": 2.5}), "pos_alibi": peer(2.3, 1.95),
+                                              "pos_t5": peer(2.3, 2.2), "pos_none": peer(None, 3.0)},
+                            {"baseline": "seed1"})
+    by = {r.experiment: r for r in rows}
+    assert all(r.tolerance == pytest.approx(0.25) for r in rows)
+    assert by["baseline"].ours == 2.2 and by["baseline"].diff == pytest.approx(-0.04)
+    assert [r.outcome for r in rows] == ["agree", "init", "DISAGREE", "n/a"]
+    assert by["baseline"].lengths == [("2", 2.6, 2.5, None)]
+    edge = peer_comparisons(Metrics(nested), {"pos_alibi": peer(1.9 + 0.2499, 0.0)}, {})
+    beyond = peer_comparisons(Metrics(nested), {"pos_alibi": peer(1.9 + 0.2501, 0.0)}, {})
+    assert (edge[0].outcome, beyond[0].outcome) == ("agree", "DISAGREE")
+
+
+def test_the_minimal_pair_preference_against_chance_and_against_the_bigram_by_hand():
+    """Per-pair outcomes 1 1 0 1 (a tie would be 0.5): 0.75 preferred, 0.25 above chance; the bigram floor's outcomes
+    1 0 0 0 (0.25) put the run 0.50 above it, paired pair by pair. From metrics.json alone (no samples) the same
+    differences come from the scalars: 0.8 − 0.5 and 0.8 − 0.6."""
+    metrics = {"baseline": {"seed0": {"val_loss": 2.0, "order_preference": 0.8, "order_preference_bigram": 0.6}}}
+    paired = Evidence(metrics, {"baseline": {"seed0": {"pairs": [1.0, 1.0, 0.0, 1.0],
+                                                       "pairs_bigram": [1.0, 0.0, 0.0, 0.0]}}})
+    assert paired.preference("baseline").value == pytest.approx(0.25)
+    assert paired.preference("baseline", against="bigram").value == pytest.approx(0.5)
+    scalars = Evidence(metrics)
+    assert scalars.preference("baseline").value == pytest.approx(0.3)
+    assert scalars.preference("baseline", against="bigram").value == pytest.approx(0.2)
+    assert scalars.preference("pos_none") is None
+
+
+def test_scalar_growth_is_the_mean_loss_at_the_multiple_minus_at_one_block():
+    ev = Evidence({"baseline": base(), "pos_learned": seeds(2.0, loss_at_1x=2.0, loss_at_4x=None)})
+    assert ev.scalar_growth("baseline", 4) == pytest.approx(0.3)  # 2.3 − 2.0 on every seed
+    assert ev.scalar_growth("pos_learned", 4) is None and ev.scalar_growth("pos_none", 4) is None
+
+
+def test_a_sampled_effect_uses_the_runs_own_spread_from_three_seeds_and_the_pool_below():
+    """With per-window samples too: three seeds of a run give its own spread; one seed borrows the pool, which
+    without objectives given is every multi-seed run's (no pool is named)."""
+    def windows(losses: list[float]) -> dict:
+        return {f"seed{i}": {"val": {"sum": [v, v], "count": [1, 1]}} for i, v in enumerate(losses)}
+
+    metrics = {"baseline": {f"seed{i}": {"val_loss": v} for i, v in enumerate([2.0, 2.1, 2.2])},
+               "block_rmsnorm": {"seed0": {"val_loss": 2.3}}}
+    ev = Evidence(metrics, {"baseline": windows([2.0, 2.1, 2.2]), "block_rmsnorm": windows([2.3])})
+    own = ev.effect("baseline", None)
+    assert own.variance.startswith("own spread (baseline 3 seeds)") and own.seed_df == 2
+    borrowed = ev.effect("block_rmsnorm", None)
+    assert "pooled" in borrowed.variance and "None" not in borrowed.variance and borrowed.seed_df == 2
+    assert borrowed.half_width == pytest.approx(4.303 * 0.1, rel=1e-3)  # t(2) × sd 0.1 / √1
