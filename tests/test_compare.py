@@ -14,7 +14,7 @@ from miniformer.study.claim_table import claim_rows, latex_escape, to_latex
 
 def record(verdict: str, effect: float, half: float, counted: bool = True) -> dict:
     return {"claim": "RoPE beats learned", "source": "Su 2021", "test": "the paper's test", "counted": counted,
-            "verdict": verdict, "contradicted_at_budget": False, "still_changing": False,
+            "verdict": verdict, "converged": False, "still_changing": False,
             "estimates": {"learned − rope": {"effect": effect, "half_width": half, "spread": "own", "seeds": 3}}}
 
 

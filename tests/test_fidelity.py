@@ -81,6 +81,7 @@ LEARNING_SWITCHES = [
     dict(bias=True),
     dict(qk_tied=True),
     dict(value_proj=False),
+    dict(pos="learned", pos_table="token"),
     *[dict(objective=o) for o in ("mlm", "prefix", "span")],
 ]
 SIZES = {"vocab_size", "block_size", "n_layer", "n_head", "n_embd"}  # every config has them; tested across sizes
@@ -426,7 +427,7 @@ def test_the_peer_refuses_every_model_switch_it_does_not_translate(field, monkey
     default = getattr(run.model, field)
     peer_spec(run)  # the baseline itself translates
     changed = (not default) if isinstance(default, bool) else {"qkv_order": "kqv", "head_merge": "mean",
-                                                              "dropout": 0.1}.get(field)
+                                                              "pos_table": "token", "dropout": 0.1}.get(field)
     assert changed is not None, f"no test value for {field}: add one"
     setattr(run.model, field, changed)
     with pytest.raises(UserError, match=f"changes {field}, which the peer has no switch for"):

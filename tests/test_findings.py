@@ -10,7 +10,12 @@ import numpy as np
 import pytest
 
 from miniformer.study.claims import CLAIMS, check_experiments, claims, required_experiments
-from miniformer.study.findings import Evidence, breakages
+from miniformer.study.findings import Evidence, Finding, breakages
+
+ORDER = ("Without positions a causal LM reads word order beyond what an n-gram of its training text does (the mask "
+         "leaks position); an MLM cannot tell the orders")
+RECOVERY = ("An MLM, trained on this very task, recovers a hidden character better than a causal LM at the same "
+            "steps")
 
 
 def seeds(val: float, **extra) -> dict:
@@ -21,7 +26,7 @@ def base(**extra) -> dict:
     return {f"seed{i}": {"val_loss": 2.0 + d, "hidden_uniformity": 0.5 + d, "recovery_accuracy": 0.3 + d,
                          "attention_entropy": 2.0 + d, "loss_at_1x": 2.0, "loss_at_4x": 2.3,
                          "final_train_loss": 2.0 + d, "order_preference": 0.9 + d,
-                         "order_preference_bigram": 0.55, **extra}
+                         "order_preference_floor": 0.55, **extra}
             for i, d in enumerate((0.0, 0.001, -0.001))}
 
 
@@ -33,6 +38,7 @@ def test_claims_follow_the_numbers():
     good = {
         "baseline": base(),
         "pos_learned": seeds(2.0, loss_at_1x=2.0, loss_at_4x=None),
+        "pos_learned_token_scale": seeds(2.0),
         "pos_sinusoidal": seeds(2.005, loss_at_1x=2.0, loss_at_4x=4.0),
         "pos_alibi": seeds(2.01, loss_at_1x=2.0, loss_at_4x=2.0),
         "block_rmsnorm": seeds(2.0),
@@ -48,7 +54,7 @@ def test_claims_follow_the_numbers():
     assert v["RMSNorm ≈ LayerNorm"] == "reproduced"
     assert v["No residual trains worse, even at its best learning rate"] == "reproduced"
     assert v["Masked LM without positions fails"] == "reproduced"
-    assert v["Denoising objectives beat plain LM on a recovery probe"] == "reproduced"
+    assert v[RECOVERY] == "reproduced"
     assert v["Head count has a U-shape at fixed width"] == "not run"
 
     bad = dict(good, pos_sinusoidal=seeds(2.5, loss_at_1x=2.0, loss_at_4x=2.0),
@@ -151,7 +157,7 @@ HAVIV = {"pos_learned": seeds(2.0), "pos_sinusoidal": seeds(2.0), "pos_alibi": s
 
 def nope(preference: float) -> dict:
     """Causal NoPE preferring the true order this often; the character bigram floor prefers it 55 % of the time."""
-    return seeds(2.0, order_preference=preference, order_preference_bigram=0.55)
+    return seeds(2.0, order_preference=preference, order_preference_floor=0.55)
 
 
 def high_rate(unstable: list[float], stable: list[float]) -> tuple[dict, dict]:
@@ -209,11 +215,12 @@ CLAIM_CASES = [
     ("Post-norm needs warm-up; pre-norm trains without", WARMUP, "reproduced"),
     ("RMSNorm ≈ LayerNorm", {"block_rmsnorm": seeds(2.0)}, "reproduced"),
     ("Head count has a U-shape at fixed width", {}, "not run"),
-    ("Learned ≈ sinusoidal positions in distribution", {"pos_learned": seeds(2.01), "pos_sinusoidal": seeds(2.0)},
-     "reproduced"),
-    ("Learned ≈ sinusoidal positions in distribution", {"pos_learned": seeds(2.1), "pos_sinusoidal": seeds(2.0)},
+    ("Learned ≈ sinusoidal positions in distribution",
+     {"pos_learned_token_scale": seeds(2.01), "pos_sinusoidal": seeds(2.0), "pos_learned": seeds(2.2)}, "reproduced"),
+    ("Learned ≈ sinusoidal positions in distribution",
+     {"pos_learned_token_scale": seeds(2.1), "pos_sinusoidal": seeds(2.0), "pos_learned": seeds(2.0)},
      "contradicted"),
-    ("Learned ≈ sinusoidal positions in distribution", {"pos_learned": seeds(2.1)}, "not run"),
+    ("Learned ≈ sinusoidal positions in distribution", {"pos_learned_token_scale": seeds(2.1)}, "not run"),
     ("1/√d keeps softmax out of saturation (no-scale: lower entropy)",
      {**ENTROPY, "attn_no_scale": seeds(2.0, attention_entropy=1.0)}, "reproduced"),
     ("1/√d keeps softmax out of saturation (no-scale: lower entropy)",
@@ -245,26 +252,26 @@ CLAIM_CASES = [
     ("Masked LM without positions fails", {"obj_mlm": seeds(1.5), "obj_mlm_nope": seeds(1.502)}, "undecided"),
     ("Masked LM without positions fails", {"obj_mlm": seeds(1.5), "obj_mlm_nope": seeds(2.5)}, "reproduced"),
     ("Post-norm needs warm-up; pre-norm trains without", {"block_post_norm": seeds(2.0)}, "not run"),
-    ("Without positions a causal LM still tells order (the mask leaks it); an MLM cannot",
+    (ORDER,
      {"pos_none": nope(0.8), "obj_mlm_nope": seeds(3.0, order_preference=0.5)}, "reproduced"),
-    ("Without positions a causal LM still tells order (the mask leaks it); an MLM cannot",
+    (ORDER,
      {"pos_none": nope(0.8), "obj_mlm_nope": seeds(3.0, order_preference=0.8)}, "contradicted"),
-    ("Without positions a causal LM still tells order (the mask leaks it); an MLM cannot",
+    (ORDER,
      {"pos_none": nope(0.552), "obj_mlm_nope": seeds(3.0, order_preference=0.5)}, "undecided"),
-    ("Without positions a causal LM still tells order (the mask leaks it); an MLM cannot",
+    (ORDER,
      # prefers the true order, but no more than one character of context does: the floor, not positions
      {"pos_none": nope(0.55), "obj_mlm_nope": seeds(3.0, order_preference=0.5)}, "undecided"),
-    ("Without positions a causal LM still tells order (the mask leaks it); an MLM cannot",
+    (ORDER,
      {"pos_none": nope(0.8)}, "not run"),
-    ("Without positions a causal LM still tells order (the mask leaks it); an MLM cannot",  # a stuck run as floor
+    (ORDER,  # a stuck run as floor
      {"pos_none": nope(0.65), "block_no_residual": seeds(3.25, order_preference=0.65),
       "obj_mlm_nope": seeds(3.0, order_preference=0.5, order_ties=1.0)}, {"unigram": 3.26}, "undecided"),
-    ("Without positions a causal LM still tells order (the mask leaks it); an MLM cannot",  # no-mask is no floor:
+    (ORDER,  # no-mask is no floor:
      {"pos_none": nope(0.8), "attn_no_mask": seeds(3.25, order_preference=0.95),  # it reads what it scores
       "obj_mlm_nope": seeds(3.0, order_preference=0.5, order_ties=1.0)}, {"unigram": 3.26}, "reproduced"),
-    ("Without positions a causal LM still tells order (the mask leaks it); an MLM cannot",  # exact ties: structural
+    (ORDER,  # exact ties: structural
      {"pos_none": nope(0.8), "obj_mlm_nope": seeds(3.0, order_preference=0.5, order_ties=1.0)}, "reproduced"),
-    ("Without positions a causal LM still tells order (the mask leaks it); an MLM cannot",
+    (ORDER,
      {"pos_none": nope(0.8), "obj_mlm_nope": seeds(3.0, order_preference=0.8, order_ties=0.9)}, "contradicted"),
     ("With warm-up, pre-norm is not always better at the end", {"block_post_norm": seeds(2.01)}, "reproduced"),
     ("With warm-up, pre-norm is not always better at the end", {"block_post_norm": seeds(2.5)}, "contradicted"),
@@ -299,13 +306,13 @@ CLAIM_CASES = [
           ("T5 bias", "pos_t5", "stay text-like", 0.2, "reproduced"),
           ("T5 bias", "pos_t5", "stay text-like", 0.26, "undecided"))),
     ("ALiBi: generations past the training length stay text-like", {}, "not run"),
-    ("Denoising objectives beat plain LM on a recovery probe", {"obj_mlm": seeds(1.5, recovery_accuracy=0.1)},
+    (RECOVERY, {"obj_mlm": seeds(1.5, recovery_accuracy=0.1)},
      "contradicted"),
-    ("Denoising objectives beat plain LM on a recovery probe", {"obj_mlm": seeds(1.5, recovery_accuracy=0.302)},
+    (RECOVERY, {"obj_mlm": seeds(1.5, recovery_accuracy=0.302)},
      "undecided"),
-    ("Denoising objectives beat plain LM on a recovery probe", {"obj_mlm": seeds(1.5, recovery_accuracy=0.4)},
+    (RECOVERY, {"obj_mlm": seeds(1.5, recovery_accuracy=0.4)},
      "reproduced"),
-    ("Denoising objectives beat plain LM on a recovery probe", {}, "not run"),
+    (RECOVERY, {}, "not run"),
     ("Denoising objectives beat a prefix LM downstream, after the same fine-tuning",
      {"baseline": base(finetune_accuracy=0.55), "obj_prefix": seeds(1.9, finetune_accuracy=0.55),
       "obj_mlm": seeds(1.5, finetune_accuracy=0.65)}, "reproduced"),
@@ -512,7 +519,8 @@ def test_proxies_and_controls_are_labelled_and_kept_out_of_the_totals():
 
     found = claims(Evidence({"baseline": base()}))
     proxies = {f.claim for f in found if not f.counted}
-    assert "Denoising objectives beat plain LM on a recovery probe" in proxies
+    assert RECOVERY not in proxies  # a first-principles check, counted
+    assert any(c.startswith("Without positions a causal LM reads word order") for c in proxies)
     assert "Swapping Q/K roles is a relabelling (no change)" in proxies
     assert "Head count has a U-shape at fixed width" not in proxies
     assert all(f.source_numbers for f in found)  # every row quotes what its source reports
@@ -558,15 +566,42 @@ def test_single_head_breakages_are_held_to_the_single_head():
     assert rows["attn_single_head"]["outcome"] == "worse than the baseline"
 
 
-def test_a_contradiction_excused_by_the_budget_is_counted_apart():
-    """Learned positions barely trained (within the band of no positions): the converged claim's contradiction at 300
-    steps becomes undecided, and the finding says it was contradicted at this budget, for the totals to count."""
-    metrics = {"baseline": base(), "pos_learned": seeds(2.1), "pos_sinusoidal": seeds(2.0), "pos_none": seeds(2.11)}
+def test_a_converged_claim_keeps_its_verdict_and_is_untested_whichever_way_it_moves():
+    """The budget rule is symmetric: a claim about converged models keeps the verdict its interval gives, reproduced
+    or contradicted, and is marked untested at convergence exactly when its effect is still changing; a claim of the
+    code's mechanics (tied Q = K) is never marked."""
+    def run(losses: list[float]) -> dict:
+        return {"seed0": {"val": {"sum": [losses[-1]] * 4, "count": [1] * 4},
+                          "curve": {"steps": [100, 200, 300], "windows": [[v, v + 0.1, v - 0.1, v] for v in losses]}}}
+
+    def rmsnorm(final: float, path: list[float]) -> Finding:
+        metrics = {"baseline": {"seed0": {"val_loss": 2.0}}, "block_rmsnorm": {"seed0": {"val_loss": final}}}
+        samples = {"baseline": run([3.0, 2.5, 2.0]), "block_rmsnorm": run(path)}
+        (f,) = [f for f in claims(Evidence(metrics, samples)) if f.claim == "RMSNorm ≈ LayerNorm"]
+        return f
+
+    closing_into_band = rmsnorm(2.01, [3.5, 2.8, 2.01])  # reproduced, still moving
+    assert closing_into_band.verdict == "reproduced" and closing_into_band.untested_at_convergence
+    widening = rmsnorm(2.3, [3.0, 2.6, 2.3])  # contradicted, still moving
+    assert widening.verdict == "contradicted" and widening.untested_at_convergence
+    settled = rmsnorm(2.3, [3.3, 2.8, 2.3])  # contradicted, the gap flat at 0.3 since step 100
+    assert settled.verdict == "contradicted" and settled.converged and not settled.untested_at_convergence
+    (tied,) = [f for f in claims(Evidence({"baseline": base()})) if f.claim.startswith("Tied Q = K")]
+    assert not tied.converged
+
+
+def test_the_learned_row_is_judged_on_the_table_stored_like_the_tokens():
+    """The verdict reads pos_learned_token_scale; the raw arm is reported beside it, not judged."""
+    metrics = {"baseline": base(), "pos_learned": seeds(2.3, position_table_moved=0.3, token_table_moved=2.5),
+               "pos_learned_token_scale": seeds(2.005, position_table_moved=2.4), "pos_sinusoidal": seeds(2.0)}
     (f,) = [f for f in claims(Evidence(metrics)) if f.claim == "Learned ≈ sinusoidal positions in distribution"]
-    assert f.verdict == "undecided" and f.contradicted_at_budget
-    metrics["pos_none"] = seeds(2.5)  # the table trained: no excuse, a plain contradiction
+    assert f.verdict == "reproduced"
+    assert "learned − sinusoidal = +0.300" in f.measurement and "the raw table moved 0.300" in f.measurement
+    assert "the token-scaled one 2.400, the token table 2.500" in f.measurement
+    metrics["pos_learned_token_scale"] = seeds(2.3)
+    metrics["pos_learned"] = seeds(2.005)
     (f,) = [f for f in claims(Evidence(metrics)) if f.claim == "Learned ≈ sinusoidal positions in distribution"]
-    assert f.verdict == "contradicted" and not f.contradicted_at_budget
+    assert f.verdict == "contradicted"
 
 
 def test_a_downstream_arm_whose_pretraining_failed_is_named():
@@ -649,14 +684,14 @@ def test_the_minimal_pair_preference_against_chance_and_against_the_bigram_by_ha
     """Per-pair outcomes 1 1 0 1 (a tie would be 0.5): 0.75 preferred, 0.25 above chance; the bigram floor's outcomes
     1 0 0 0 (0.25) put the run 0.50 above it, paired pair by pair. From metrics.json alone (no samples) the same
     differences come from the scalars: 0.8 − 0.5 and 0.8 − 0.6."""
-    metrics = {"baseline": {"seed0": {"val_loss": 2.0, "order_preference": 0.8, "order_preference_bigram": 0.6}}}
+    metrics = {"baseline": {"seed0": {"val_loss": 2.0, "order_preference": 0.8, "order_preference_floor": 0.6}}}
     paired = Evidence(metrics, {"baseline": {"seed0": {"pairs": [1.0, 1.0, 0.0, 1.0],
-                                                       "pairs_bigram": [1.0, 0.0, 0.0, 0.0]}}})
+                                                       "pairs_floor": [1.0, 0.0, 0.0, 0.0]}}})
     assert paired.preference("baseline").value == pytest.approx(0.25)
-    assert paired.preference("baseline", against="bigram").value == pytest.approx(0.5)
+    assert paired.preference("baseline", against="floor").value == pytest.approx(0.5)
     scalars = Evidence(metrics)
     assert scalars.preference("baseline").value == pytest.approx(0.3)
-    assert scalars.preference("baseline", against="bigram").value == pytest.approx(0.2)
+    assert scalars.preference("baseline", against="floor").value == pytest.approx(0.2)
     assert scalars.preference("pos_none") is None
 
 

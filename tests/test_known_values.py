@@ -285,7 +285,8 @@ def test_run_scalars_take_each_number_from_its_own_field():
     ev = {
         "val_loss": 2.1, "test_loss": 2.2, "head_diversity": 0.3, "attention_entropy": [1.0, 2.0],
         "order_sensitivity": {"delta": 0.4}, "minimal_pairs": {"true_order_preferred": 0.6, "ties": 1, "pairs": 4,
-                                                         "bigram_true_order_preferred": 0.55},
+                                                         "floor_true_order_preferred": 0.55, "floor_order": 3,
+                                                         "floor_ties": 2},
         "hidden_uniformity": 0.7, "attention_upper_triangle_zero": True, "val_loss_with_causal_mask": 3.3,
         "probe": {"recovery_accuracy": 0.8, "candidate_recall": 0.9, "continuation_loss": 1.9, "constant_guess": 0.18},
         "lengths": {"1": {"applicable": True, "loss": 2.0}, "2": {"applicable": False, "reason": "x"},
@@ -297,12 +298,14 @@ def test_run_scalars_take_each_number_from_its_own_field():
     assert run_scalars(train, ev) == {
         "val_loss": 2.1, "test_loss": 2.2, "final_train_loss": 1.1, "diverged": False, "divergence_step": None,
         "loss_spikes": 2, "n_params": 99, "head_diversity": 0.3, "attention_entropy": 1.5, "order_delta": 0.4,
-        "order_preference": 0.6, "order_ties": 0.25, "hidden_uniformity": 0.7, "recovery_accuracy": 0.8,
+        "order_preference": 0.6, "order_pairs": 4, "order_ties": 0.25, "hidden_uniformity": 0.7,
+        "recovery_accuracy": 0.8,
         "probe_candidate_recall": 0.9, "continuation_loss": 1.9, "upper_triangle_zero": True,
         "val_loss_with_causal_mask": 3.3, "loss_at_1x": 2.0, "loss_at_2x": None, "loss_past_block_at_2x": None,
         "loss_at_4x": 2.6, "loss_past_block_at_4x": 2.9, "gen_1x_ngram_loss": 2.0, "gen_4x_ngram_loss": 2.4,
-        "gen_repetition": 0.05, "order_preference_bigram": 0.55,
+        "gen_repetition": 0.05, "order_preference_floor": 0.55, "order_floor_order": 3, "order_floor_ties": 0.5,
         "probe_constant_guess": 0.18, "finetune_accuracy": 0.61, "role_swap_intact": 2.1, "role_swap_swap_qk": 4.0,
+        "position_table_moved": None, "token_table_moved": None,
     }
 
 
@@ -462,3 +465,29 @@ def test_the_finetune_head_reads_the_last_state_of_a_left_to_right_reader_and_th
     pooled = hidden[:, -1] if reads == "last" else hidden.mean(1)
     assert torch.equal(clf(torch.zeros(2, 4, dtype=torch.long)), pooled[:, [0, 2]])
     assert torch.equal(reader.mask, OBJECTIVES[objective].input_mask(4))  # the line read as the objective reads it
+
+
+def test_table_motion_reads_each_table_against_its_own_initial_draw():
+    """An untrained model moved nothing; adding 0.5 to every coordinate of the table, in the scale it enters the
+    model at, moves it 0.5 over its initial RMS — for the raw table and for one stored like the tokens (at 1/√C,
+    scaled by √C) alike. The initial tables come back from the run's seed; a model without a table has none."""
+    from types import SimpleNamespace
+
+    from miniformer.evaluation.position_table import table_motion
+    from miniformer.network.model import MiniFormer, ModelConfig
+
+    for table in ("raw", "token"):
+        cfg = ModelConfig(vocab_size=20, block_size=16, n_layer=1, n_head=2, n_embd=16, pos="learned", pos_table=table)
+        torch.manual_seed(7)
+        model = MiniFormer(cfg)
+        s = SimpleNamespace(model=model, run=SimpleNamespace(seed=7))
+        assert table_motion(s).values["table_motion"]["position"] == pytest.approx(0.0)
+        initial = model.position.wpe.weight.detach().clone()
+        with torch.no_grad():
+            model.position.wpe.weight += 0.5 / model.pos_scale  # 0.5 per coordinate in the scale it enters at
+        rms = float(initial.pow(2).mean().sqrt() * model.pos_scale)
+        moved = table_motion(s).values["table_motion"]
+        assert moved["position"] == pytest.approx(0.5 / rms, rel=1e-5) and moved["token"] == pytest.approx(0.0)
+    torch.manual_seed(7)
+    rope = MiniFormer(ModelConfig(vocab_size=20, block_size=16, n_layer=1, n_head=2, n_embd=16))
+    assert table_motion(SimpleNamespace(model=rope, run=SimpleNamespace(seed=7))).values == {}

@@ -319,3 +319,51 @@ def test_the_pair_floor_reads_the_pair_as_the_objective_does():
         expected = (bigram.token_log_probs(ids)[1:].sum() if objective == "causal"
                     else bigram.pseudo_log_likelihood(ids).sum())
         assert floor_score(s, ids) == pytest.approx(float(expected))
+
+
+def test_the_pair_floor_is_the_strongest_ngram_read_left_to_right(monkeypatch):
+    """A left-to-right floor is every n-gram order 2-5 of the train split, each scoring the characters after the
+    first given the ones before; the floor kept is the order preferring the true order most often, its per-pair
+    outcomes are the samples, and its ties are counted. A text whose words only make sense three characters at a
+    time: the bigram prefers the true order on 2 of 3 pairs, the trigram on all 3."""
+    from types import SimpleNamespace
+
+    from miniformer.evaluation import order
+    from miniformer.runtime.ngram import NgramModel
+
+    lines = ["bc ba cc", "ba cb cc", "cb cc bc"]  # the pairs: each line with its first two words swapped
+    text = "".join("\n" + line for line in lines) * 10 + "\n"
+    s = line_subject(text, "causal")
+    ids = np.asarray(s.tok.encode(text))
+    s.data = SimpleNamespace(splits={"train": ids}, vocab_size=s.tok.vocab_size)
+    s._ngrams = {}
+    swapped = [" ".join([w[1], w[0], w[2]]) for w in (line.split() for line in lines)]
+    pairs = [(s.tok.encode("\n" + a), s.tok.encode("\n" + b)) for a, b in zip(lines, swapped)]
+    monkeypatch.setattr(order, "order_pairs", lambda subject: pairs)
+    measured = order.minimal_pairs(s)
+    mp = measured.values["minimal_pairs"]
+    expected = {}
+    for n in order.FLOOR_ORDERS:
+        model = NgramModel(ids, s.tok.vocab_size, n)
+        score = [(float(model.token_log_probs(a)[1:].sum()), float(model.token_log_probs(b)[1:].sum()))
+                 for a, b in pairs]
+        expected[n] = [order.preferred(a, b) for a, b in score]
+    shares = {n: float(np.mean(v)) for n, v in expected.items()}
+    assert mp["ngram_true_order_preferred"] == {str(n): pytest.approx(v) for n, v in shares.items()}
+    best = max(shares, key=shares.get)
+    assert shares[best] > shares[2], shares  # the text is one where more context tells more
+    assert mp["floor_order"] == best and mp["floor_true_order_preferred"] == pytest.approx(shares[best])
+    assert measured.samples["pairs_floor"] == expected[best]
+    assert mp["floor_ties"] == sum(o == 0.5 for o in expected[best])
+    s.objective = OBJECTIVES["mlm"]  # a bidirectional reading: the bigram's pseudo-log-likelihood alone
+    assert order.floor_orders(s) == (2,)
+
+
+def test_the_floor_orders_stop_where_a_large_vocabulary_overflows_the_key():
+    from types import SimpleNamespace
+
+    from miniformer.evaluation import order
+
+    s = line_subject("\nabc\n", "causal")
+    s.data = SimpleNamespace(vocab_size=20000)  # 14.3 bits a character: four fit in 62 bits, five do not
+    assert order.floor_orders(s) == (2, 3, 4)

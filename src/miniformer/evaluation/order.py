@@ -13,6 +13,7 @@ from torch import Tensor
 from miniformer.evaluation.subject import Measured, Subject
 from miniformer.network.attention import make_causal_mask
 from miniformer.network.objectives import IGNORE
+from miniformer.runtime.ngram import NgramModel
 from miniformer.runtime.scoring import windows
 
 ORDER_TIE = 1e-4  # nats: minimal-pair scores closer than this are a tie (float summation order, not a preference)
@@ -103,15 +104,28 @@ def order_pairs(s: Subject) -> list[tuple[list[int], list[int]]]:
             if pair_ids(s, a) and pair_ids(s, b)]
 
 
-def floor_score(s: Subject, ids: list[int]) -> float:
-    """The same pair side read by the train split's character bigram model, scored as the objective scores it: the
-    characters after the first, each given the one before (left to right), or every character given its neighbour
-    on each side (the pseudo-log-likelihood of MLM and span). A model with one character of context, read the way
-    the run is read: the floor its preference is held to."""
-    bigram = s.ngram(2)
+# The floor is the strongest of the train split's character n-grams up to this order: a model with no positions at
+# all that conditions on the characters before it (2: one character of context). A causal model's preference for the
+# true order only shows it reads order beyond local statistics when it beats every one of them.
+FLOOR_ORDERS = (2, 3, 4, 5)
+
+
+def floor_score(s: Subject, ids: list[int], order: int = 2) -> float:
+    """The same pair side read by the train split's character n-gram model, scored as the objective scores it: the
+    characters after the first, each given the up to order − 1 before it (left to right), or every character given
+    its neighbour on each side (the bigram's pseudo-log-likelihood, for MLM and span: higher orders have no such
+    reading here). The floor a preference is held to."""
     if s.objective.left_to_right:
-        return float(bigram.token_log_probs(ids)[1:].sum())
-    return float(bigram.pseudo_log_likelihood(ids).sum())
+        return float(s.ngram(order).token_log_probs(ids)[1:].sum())
+    return float(s.ngram(2).pseudo_log_likelihood(ids).sum())
+
+
+def floor_orders(s: Subject) -> tuple[int, ...]:
+    """The n-gram orders the floor is taken over: every FLOOR_ORDERS whose keys fit (a vocabulary of thousands of
+    characters stops lower) for a left-to-right reading, the bigram else."""
+    if not s.objective.left_to_right:
+        return (2,)
+    return tuple(n for n in FLOOR_ORDERS if NgramModel.fits(n, s.data.vocab_size))
 
 
 def sequence_score(s: Subject, ids: list[int]) -> float:
@@ -124,20 +138,25 @@ def minimal_pairs(s: Subject) -> Measured:
     """How often the model scores the true order above the swapped one (ties count half): sequence log-likelihood
     for left-to-right objectives, pseudo-log-likelihood (each token hidden in turn, as in training) for MLM and
     span. Scores within ORDER_TIE nats are a tie: a bidirectional model without positions gives both orders the
-    same score exactly, up to float summation order."""
-    outcomes, floor = [], []
-    for true, swapped in order_pairs(s):
-        a, b = sequence_score(s, true), sequence_score(s, swapped)
-        outcomes.append(preferred(a, b))
-        floor.append(preferred(floor_score(s, true), floor_score(s, swapped)))
+    same score exactly, up to float summation order. The floor: the n-gram order (floor_orders) that prefers the
+    true order most often on these same pairs — chosen on them, so a floor at least as hard to beat as any one."""
+    pairs = order_pairs(s)
+    outcomes = [preferred(sequence_score(s, a), sequence_score(s, b)) for a, b in pairs]
+    by_order = {n: [preferred(floor_score(s, a, n), floor_score(s, b, n)) for a, b in pairs] for n in floor_orders(s)}
+    shares = {n: float(np.mean(v)) if v else None for n, v in by_order.items()}
+    strongest = max(by_order, key=lambda n: shares[n] or 0.0)
+    floor = by_order[strongest]
     return Measured({"minimal_pairs": {
         "pairs": len(outcomes),
         "true_order_preferred": float(np.mean(outcomes)) if outcomes else None,
         "ties": int(sum(o == 0.5 for o in outcomes)),
         "scoring": s.objective.scoring,
-        # the floor: the train split's character bigram model on the same pairs, read as this objective reads them
-        "bigram_true_order_preferred": float(np.mean(floor)) if floor else None,
-    }}, {"pairs": outcomes, "pairs_bigram": floor})
+        # the train split's character n-grams on the same pairs, read as this objective reads them
+        "ngram_true_order_preferred": {str(n): v for n, v in shares.items()},
+        "floor_order": strongest,
+        "floor_true_order_preferred": shares[strongest],
+        "floor_ties": int(sum(o == 0.5 for o in floor)),
+    }}, {"pairs": outcomes, "pairs_floor": floor})
 
 
 def preferred(true_score: float, swapped_score: float) -> float:
@@ -152,5 +171,8 @@ def sensitivity_scalars(ev: dict) -> dict:
 def minimal_pair_scalars(ev: dict) -> dict:
     pairs = ev.get("minimal_pairs", {})
     return {"order_preference": pairs.get("true_order_preferred"),
-            "order_preference_bigram": pairs.get("bigram_true_order_preferred"),
-            "order_ties": pairs["ties"] / pairs["pairs"] if pairs.get("pairs") else None}
+            "order_preference_floor": pairs.get("floor_true_order_preferred"),
+            "order_floor_order": pairs.get("floor_order"),
+            "order_pairs": pairs.get("pairs"),
+            "order_ties": pairs["ties"] / pairs["pairs"] if pairs.get("pairs") else None,
+            "order_floor_ties": pairs.get("floor_ties", 0) / pairs["pairs"] if pairs.get("pairs") else None}

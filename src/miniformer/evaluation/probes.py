@@ -6,7 +6,17 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from miniformer.evaluation import attention, finetune, generations, losses, order, probe, role_swap, uniformity
+from miniformer.evaluation import (
+    attention,
+    finetune,
+    generations,
+    losses,
+    order,
+    position_table,
+    probe,
+    role_swap,
+    uniformity,
+)
 from miniformer.evaluation.subject import Measured, Subject
 
 
@@ -27,6 +37,7 @@ PROBES: tuple[Probe, ...] = (
     Probe(order.order_sensitivity, order.sensitivity_scalars),
     Probe(order.minimal_pairs, order.minimal_pair_scalars),
     Probe(uniformity.uniformity, uniformity.uniformity_scalars),
+    Probe(position_table.table_motion, position_table.table_motion_scalars),
     Probe(probe.shared_probe, probe.probe_scalars),
     Probe(attention.probe_line_maps, attention.line_map_scalars),
     Probe(generations.generations, generations.generation_scalars),

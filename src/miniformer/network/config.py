@@ -29,6 +29,9 @@ class ModelConfig:
     dropout: float = 0.0
     bias: bool = False  # no biases in Linear/LayerNorm: as good and a little faster (nanoGPT's choice)
     pos: str = "rope"  # learned | sinusoidal | rope | alibi | t5 | none
+    # pos=learned: "raw" adds the table as stored; "token" stores and scales it as the token embedding is (under the
+    # vaswani init N(0, 1/C) times √C), so the optimiser moves both tables at one rate per step
+    pos_table: str = "raw"
     attn_scale: bool = True  # divide scores by √head_dim
     causal: bool = True  # causal mask for the causal-LM objective (False = the leaking "no mask" breakage)
     qkv_order: str = "qkv"  # which projection plays Q, K, V; "kqv" swaps the query and key roles
@@ -51,6 +54,8 @@ class ModelConfig:
         checks = [(False, message) for message in
                   attention_errors(self.n_embd, self.n_head, self.qkv_order, self.head_merge)] + [
             (self.pos in POSITION_METHODS, f"unknown pos={self.pos!r}; choose one of {', '.join(POSITION_METHODS)}"),
+            (self.pos_table in ("raw", "token"), f"unknown pos_table={self.pos_table!r}; choose raw or token"),
+            (self.pos_table == "raw" or self.pos == "learned", "pos_table='token' applies to pos=learned only"),
             (self.norm in ("layernorm", "rmsnorm"), f"unknown norm={self.norm!r}; choose layernorm or rmsnorm"),
             (self.norm_placement in ("pre", "post"), f"unknown norm_placement={self.norm_placement!r}; pre or post"),
             (self.init in INITS, f"unknown init={self.init!r}; choose one of {', '.join(INITS)}"),

@@ -96,7 +96,7 @@ def init_weights(model: MiniFormer) -> None:
     embed_std = 0.02 if cfg.init == "gpt2" else 1.0  # what one coordinate of an input embedding starts at
     for name, p in model.named_parameters():
         if name.startswith("position."):  # each method initialises its own (same order: same random draws)
-            model.position.init_parameter(name.removeprefix("position."), p, cfg.init, embed_std)
+            model.position.init_parameter(name.removeprefix("position."), p, cfg.init, embed_std / model.pos_scale)
         elif p.dim() < 2 or name.endswith(("k_proj.weight", "v_proj.weight")):
             continue  # norms and biases: ones and zeros (torch's defaults); k and v: drawn with q below
         elif name == "wte.weight":
@@ -139,6 +139,9 @@ class MiniFormer(nn.Module):
         # Vaswani et al. multiply the (tied) token embeddings by √C so that they enter at unit scale, like the blocks'
         # outputs in a post-norm stream; GPT-2 keeps them small (std 0.02) beside a pre-norm residual stream.
         self.embed_scale = cfg.n_embd**0.5 if cfg.init == "vaswani" else 1.0
+        # a learned table stored like the tokens enters at their scale too (Adam moves a stored coordinate by about
+        # the learning rate per step: √C times more once scaled — the rate the token table trains at)
+        self.pos_scale = self.embed_scale if cfg.pos_table == "token" else 1.0
         init_weights(self)
 
     def use_primitives(self, primitives: Primitives | None) -> MiniFormer:
@@ -195,7 +198,9 @@ class MiniFormer(nn.Module):
         """Token embeddings (scaled per the init scheme), plus the position embedding for additive methods."""
         x = self.wte(idx) * self.embed_scale
         pos_emb = self.position.embed(idx.size(1), idx.device, start)
-        return x if pos_emb is None else x + pos_emb
+        if pos_emb is None:
+            return x
+        return x + (pos_emb if self.pos_scale == 1.0 else self.pos_scale * pos_emb)
 
     def attention_inputs(self, T: int, start: int, attn_mask: Tensor | None, return_weights: bool,
                          device: torch.device) -> AttentionInputs:

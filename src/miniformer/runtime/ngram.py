@@ -20,7 +20,7 @@ class NgramModel:
     """Counts of every n-gram up to ``order`` in a token sequence, kept sorted for vectorised lookups."""
 
     def __init__(self, ids: np.ndarray, vocab_size: int, order: int = 3, prior: float = 1.0) -> None:
-        if order < 1 or order * math.log2(max(vocab_size, 2)) > 62:
+        if order < 1 or not self.fits(order, vocab_size):
             raise ValueError(f"order {order} over a vocabulary of {vocab_size} does not fit an int64 key")
         ids = np.asarray(ids, dtype=np.int64)
         self.vocab_size, self.order, self.prior = vocab_size, order, prior
@@ -30,6 +30,11 @@ class NgramModel:
         for n in range(2, order + 1):
             grams, contexts = self._keys(ids, n), self._keys(ids[:-1], n - 1)
             self.tables.append((*np.unique(grams, return_counts=True), *np.unique(contexts, return_counts=True)))
+
+    @staticmethod
+    def fits(order: int, vocab_size: int) -> bool:
+        """Whether every n-gram of this order has a distinct int64 key (a large vocabulary limits the order)."""
+        return order * math.log2(max(vocab_size, 2)) <= 62
 
     def _keys(self, ids: np.ndarray, n: int) -> np.ndarray:
         """The base-V number of every window of n consecutive tokens."""

@@ -258,7 +258,9 @@ def positions_section(r: ReportInputs) -> dict:
         if mp and mp.get("true_order_preferred") is not None:
             pairs[e] = {"rate": m.mean(e, "order_preference"), "estimate_text": r.ev.text(r.ev.preference(e)),
                         "ties": mp["ties"], "pairs": mp["pairs"], "scoring": mp["scoring"],
-                        "floor": m.mean(e, "order_preference_bigram"),
+                        "floor": m.mean(e, "order_preference_floor"), "floor_order": mp.get("floor_order"),
+                        "floor_ties": mp.get("floor_ties"),
+                        "floor_text": r.ev.text(r.ev.preference(e, against="floor")),
                         # without the causal mask a model reads the characters it scores: no reading of order
                         "caveat": "sees the characters it scores (no causal mask): not a reading of order"
                         if e == NO_MASK else ""}
@@ -270,7 +272,7 @@ def positions_section(r: ReportInputs) -> dict:
                           **{x: files.eval(v)["order_sensitivity"][x] for x in ("intact", "shuffled")}}
                       for k, v in pos.items()}, "pairs": pairs,
             "pair_count": next(iter(pairs.values()), {}).get("pairs", 0),
-            "pair_bigram": m.mean(r.study.reference, "order_preference_bigram"),
+            "pair_floor": m.mean(r.study.reference, "order_preference_floor"),
             **generation_quality(r, {**pos, NO_MASK: NO_MASK} if r.m.has(NO_MASK) else pos)}
 
 
@@ -462,7 +464,8 @@ def build_report(study: Study, results: Path, out: Path, data_dir: Path = DATA_D
     r = ReportInputs(study, results, RunFiles(study, results, provenance), ev,
                      study.config(study.reference, study.seeds[0]), {}, text_references(data_dir))
     found = claims(ev)
-    at_budget = sum(c.contradicted_at_budget and c.counted for c in found)
+    converged = [c for c in found if c.counted and c.converged]
+    untested = sum(c.untested_at_convergence for c in converged)
     context: dict = {}
     for section in SECTIONS:
         context.update(section(r))
@@ -490,7 +493,10 @@ def build_report(study: Study, results: Path, out: Path, data_dir: Path = DATA_D
         env=environment(r.base, context["perf"], provenance["data_content"]),
         references=list(REFERENCES.items()),
         verdict_totals=list(verdict_totals(found).items()),
-        contradicted_at_budget=at_budget,
+        steps=r.base.train.steps,
+        converged_count=len(converged),
+        converged_totals=[(v, n) for v, n in verdict_totals(converged).items() if n],
+        untested_count=untested,
         check_totals=list(verdict_totals([c for c in found if is_check(c)]).items()),
         proxy_count=sum(not c.counted for c in found),
     )
@@ -499,7 +505,7 @@ def build_report(study: Study, results: Path, out: Path, data_dir: Path = DATA_D
     for name, text in claim_files(found, study.profile).items():
         atomic_write_text(results / name, text)
     write_json(results / "verdicts.json", {**verdict_totals(found), "proxy": sum(not c.counted for c in found),
-                                           "contradicted at this budget": at_budget,
+                                           "converged claims untested": untested,
                                            "still changing": sum(c.still_changing for c in found)})
     return out
 

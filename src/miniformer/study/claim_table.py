@@ -15,7 +15,7 @@ from miniformer.study.findings import Finding
 
 CLAIMS_JSON, CLAIMS_CSV, CLAIMS_TEX = "claims.json", "claims.csv", "claims.tex"
 COLUMNS = ("claim", "source", "test", "counted", "estimate", "effect", "half_width", "spread", "seeds", "verdict",
-           "contradicted_at_budget")
+           "converged", "still_changing")
 
 
 def _finite(x: float) -> float | None:
@@ -30,8 +30,8 @@ def claim_records(found: list[Finding]) -> list[dict]:
                                                     "spread": e.variance, "seeds": e.seeds}
                      for name, e in f.estimates.items()}
         records.append({"claim": f.claim, "source": f.source, "test": f.test, "counted": f.counted,
-                        "verdict": f.verdict, "contradicted_at_budget": f.contradicted_at_budget,
-                        "still_changing": f.still_changing, "estimates": estimates})
+                        "verdict": f.verdict, "converged": f.converged, "still_changing": f.still_changing,
+                        "estimates": estimates})
     return records
 
 
@@ -44,7 +44,8 @@ def claim_rows(records: list[dict]) -> list[dict]:
                          "estimate": name, "effect": None if e is None else e["effect"],
                          "half_width": None if e is None else e["half_width"],
                          "spread": "" if e is None else e["spread"], "seeds": None if e is None else e["seeds"],
-                         "verdict": r["verdict"], "contradicted_at_budget": r["contradicted_at_budget"]})
+                         "verdict": r["verdict"], "converged": r["converged"],
+                         "still_changing": r["still_changing"]})
     return rows
 
 

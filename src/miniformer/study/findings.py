@@ -41,9 +41,6 @@ class Judgement:
     estimates: dict[str, Estimate | None] = field(default_factory=dict)
     still_changing: bool = False  # a val-loss effect that moved by more than its interval over the last curve points
     curve: tuple[str, str] | None = None  # the (a, b) runs whose val-loss effect the report follows over training
-    # undecided only because a claim about converged models was read at this budget: the interval itself contradicts
-    # it at 300 steps (claims.budget_bound); the totals count these apart, so no contradiction goes unseen
-    contradicted_at_budget: bool = False
 
 
 @dataclass(kw_only=True)
@@ -56,6 +53,13 @@ class Finding(Judgement):
     counted: bool = True  # False for a proxy or a control: shown, labelled, kept out of the verdict totals
     source_numbers: str = ""  # the source's own numbers for the claim
     resolves: str = ""  # the smallest effect its design resolves (the widest half-width) and the spread it used
+    # the source's models were trained to convergence: this verdict is at the study's budget; with still_changing,
+    # the converged claim is untested here whichever way it came out (the report and the totals say so)
+    converged: bool = False
+
+    @property
+    def untested_at_convergence(self) -> bool:
+        return self.converged and self.still_changing
 
 
 def _number(x) -> float | None:
@@ -219,17 +223,18 @@ class Evidence(Contrasts):
 
     def preference(self, exp: str, against: str | None = None) -> Estimate | None:
         """Share of minimal pairs where exp prefers the true order, minus chance (0.5) — or minus the same share
-        for the character bigram model of the train split (``against="bigram"``), paired over the pairs."""
+        for the floor, the strongest character n-gram of the train split (``against="floor"``), paired over the
+        pairs."""
         if not self.m.has(exp):
             return None
         source = "pairs"
-        if self.has_samples([exp], source) and (against is None or self.has_samples([exp], "pairs_bigram")):
-            floor = "pairs_bigram" if against else None
+        if self.has_samples([exp], source) and (against is None or self.has_samples([exp], "pairs_floor")):
+            floor = "pairs_floor" if against else None
             return self.contrast(lambda s, idx: minus(s.mean(source, idx.get(source)),
                                                       0.5 if floor is None else s.mean(floor, idx.get(floor))),
                                  [source] + ([floor] if floor else []), [(exp, 1.0)])
         key = "order_preference"
-        floor_key = "order_preference_bigram" if against else None
+        floor_key = "order_preference_floor" if against else None
         return self.metrics_contrast(lambda r: minus(r.get(key), 0.5 if floor_key is None else r.get(floor_key)),
                                      [(exp, 1.0)])
 

@@ -33,6 +33,7 @@ SINGLE_HEAD = "attn_single_head"  # the heatmap reference: one head, causal
 NO_MASK = "attn_no_mask"  # the causal mask removed
 ENTROPY_RUNS = ("attn_single_head", "attn_no_scale")  # attention entropy during training, with and without 1/√d
 LEARNED_POSITIONS = "pos_learned"  # undefined past block_size: the report quotes its reason
+LEARNED_TOKEN_SCALE = "pos_learned_token_scale"  # the learned table stored and scaled like the tokens (pos_table)
 # The init control: (norm placement, init) -> experiment.
 INIT_RUNS = {("post", "gpt2"): "block_post_norm_gpt2_init", ("post", "vaswani"): "block_post_norm",
              ("pre", "gpt2"): "block_gpt2_init", ("pre", "vaswani"): "baseline"}
@@ -44,4 +45,4 @@ COURSE_RUNS = (REFERENCE, SINGLE_HEAD, "pos_alibi", "block_no_residual", "obj_ml
 def cast() -> set[str]:
     """Every experiment a role names."""
     return {REFERENCE, *HEAD_RUNS.values(), *POSITION_RUNS.values(), *STABILITY_ROWS.values(), SINGLE_HEAD, NO_MASK,
-            *ENTROPY_RUNS, LEARNED_POSITIONS, *INIT_RUNS.values(), *COURSE_RUNS}
+            *ENTROPY_RUNS, LEARNED_POSITIONS, LEARNED_TOKEN_SCALE, *INIT_RUNS.values(), *COURSE_RUNS}

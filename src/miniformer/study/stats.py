@@ -89,7 +89,7 @@ class Samples:
 
     def _source(self, source: str):
         kind, _, key = source.partition(":")
-        if kind in ("val", "val_with_causal_mask", "probe", "pairs", "pairs_bigram", "finetune"):
+        if kind in ("val", "val_with_causal_mask", "probe", "pairs", "pairs_floor", "finetune"):
             return self.raw.get(kind)
         if kind == "length":
             return self.raw.get("lengths", {}).get(key)
