@@ -62,6 +62,17 @@ def test_head_count_error_bars_are_the_given_intervals():
     assert [round(float(np.ptp([p[1] for p in seg])) / 2, 6) for seg in bars] == [0.03, 0.01, 0.05]
 
 
+def test_head_count_under_rope_names_the_frequencies_per_head():
+    """With RoPE the sweep also halves the rotation frequencies per head as the heads double: the axis says how many
+    each point has, and the title that the two are confounded; under another position method it says neither."""
+    fig = figures.head_count([1, 4, 32], [2.1, 2.0, 2.2], [0.03, 0.01, 0.05], 128, rope=True)
+    labels = [t.get_text() for t in fig.axes[0].get_xticklabels()]
+    assert labels == ["1\n(d=128, 64 RoPE freq.)", "4\n(d=32, 16 RoPE freq.)", "32\n(d=4, 2 RoPE freq.)"]
+    assert "confounded" in fig.axes[0].get_title()
+    plain = figures.head_count([1, 4], [2.1, 2.0], [0.03, 0.01], 128)
+    assert "RoPE" not in " ".join(t.get_text() for t in plain.axes[0].get_xticklabels()) + plain.axes[0].get_title()
+
+
 def test_heatmap_labels_grow_for_a_short_line():
     short = figures.attention_heatmap(np.eye(3).tolist(), list("我打你"), "short")
     long = figures.attention_heatmap(np.eye(60).tolist(), list("x" * 60), "long")

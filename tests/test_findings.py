@@ -715,3 +715,42 @@ def test_a_sampled_effect_uses_the_runs_own_spread_from_three_seeds_and_the_pool
     borrowed = ev.effect("block_rmsnorm", None)
     assert "pooled" in borrowed.variance and "None" not in borrowed.variance and borrowed.seed_df == 2
     assert borrowed.half_width == pytest.approx(4.303 * 0.1, rel=1e-3)  # t(2) × sd 0.1 / √1
+
+
+def test_press_order_shows_absolute_loss_presss_magnitude_and_the_unigram_ceiling():
+    """Press compare absolute perplexity: the row gives each arm's absolute loss and whether it keeps Press's order,
+    sets Press's own sinusoidal − rotary difference (+0.71 nats at 1012 tokens) beside our interval, and past Press's
+    lengths calls RoPE growing more a ceiling when the sinusoidal arm's loss has reached the unigram level."""
+    def run(at8: float, **loss) -> dict:
+        return {f"seed{i}": {"val_loss": 2.0 + d, "loss_at_1x": 2.0, "loss_at_8x": at8, **loss}
+                for i, d in enumerate((0.0, 0.001, -0.001))}
+
+    metrics = {"baseline": run(3.3, loss_at_2x=2.136, loss_at_4x=2.3),
+               "pos_sinusoidal": run(3.24, loss_at_2x=2.5, loss_at_4x=3.1),
+               "pos_alibi": run(2.0, loss_at_2x=1.99, loss_at_4x=1.99)}
+    (f,) = [f for f in claims(Evidence(metrics, unigram=3.25)) if f.claim.startswith("Past the training length")]
+    assert f.verdict == "reproduced"
+    assert "absolute loss sinusoidal 2.500, rope 2.136, alibi 1.990 (Press's order)" in f.measurement
+    assert "+0.71 nats per word-level token; our interval at 2× excludes it" in f.measurement
+    assert "has reached the unigram level 3.250 and cannot grow further — a ceiling, not a reversal" in f.measurement
+    metrics["pos_sinusoidal"] = run(2.8, loss_at_2x=2.5, loss_at_4x=3.1)  # below the ceiling: RoPE just grows more
+    (f,) = [f for f in claims(Evidence(metrics, unigram=3.25)) if f.claim.startswith("Past the training length")]
+    assert "(RoPE grows more)" in f.measurement and "ceiling" not in f.measurement
+    metrics["baseline"] = run(3.3, loss_at_2x=2.6, loss_at_4x=2.3)  # RoPE above sinusoidal at 2×: not Press's order
+    (f,) = [f for f in claims(Evidence(metrics, unigram=3.25)) if f.claim.startswith("Past the training length")]
+    assert "rope 2.600, alibi 1.990 (not Press's order)" in f.measurement
+
+
+def test_a_bimodal_fine_tune_gets_no_seed_count():
+    """An arm with a fine-tune at chance beside ones that learned: its spread is bimodal, so the row names the failed
+    fine-tunes and offers no '≈ n seeds' (normal theory); with every fine-tune learning, an undecided row offers it."""
+    def arm(*accuracy: float) -> dict:
+        return {f"seed{i}": {"val_loss": 1.9 + 0.001 * i, "finetune_accuracy": a} for i, a in enumerate(accuracy)}
+
+    metrics = {"baseline": base(finetune_accuracy=0.7), "obj_prefix": arm(0.70, 0.74, 0.66),
+               "obj_mlm": arm(0.52, 0.80, 0.78)}
+    (f,) = [f for f in claims(Evidence(metrics)) if f.claim.startswith("Denoising objectives beat a prefix LM")]
+    assert f.verdict == "undecided" and "obj_mlm seed0" in f.measurement and "seeds per run" not in f.measurement
+    metrics["obj_mlm"] = arm(0.70, 0.80, 0.76)
+    (f,) = [f for f in claims(Evidence(metrics)) if f.claim.startswith("Denoising objectives beat a prefix LM")]
+    assert f.verdict == "undecided" and "seeds per run" in f.measurement

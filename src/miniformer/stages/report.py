@@ -350,7 +350,8 @@ def heads_section(r: ReportInputs) -> dict:
     means = [m.mean(e, "val_loss") for e in head_runs.values()]
     if all(x is not None for x in means) and head_runs:
         halves = [r.half_width(e) for e in head_runs.values()]
-        r.draw("head_count", figures.head_count(list(head_runs), means, halves, r.base.model.n_embd))
+        r.draw("head_count", figures.head_count(list(head_runs), means, halves, r.base.model.n_embd,
+                                                rope=r.base.model.pos == "rope"))
     runs = r.present([r.study.reference, *group_of(r.study, "heads")])
     return {"diversity": [(e, m.mean(e, "head_diversity"), m.mean(e, "val_loss") or 0) for e in runs]}
 

@@ -233,12 +233,17 @@ def point_estimates(values: dict[str, float], errors: dict[str, float] | None, t
     return fig
 
 
-def head_count(counts: list[int], means: list[float], halves: list[float], n_embd: int):
-    """Val loss against head count at fixed width, each point ± the 95 % interval the claims table uses."""
-    fig, ax = plt.subplots(figsize=(6, 3.6))
+def head_count(counts: list[int], means: list[float], halves: list[float], n_embd: int, rope: bool = False):
+    """Val loss against head count at fixed width, each point ± the 95 % interval the claims table uses. Under RoPE a
+    head of width d rotates d/2 frequency pairs, so more heads also means fewer positional frequencies per head: the
+    axis says so, since the sweep cannot tell the two apart."""
+    fig, ax = plt.subplots(figsize=(6, 3.8 if rope else 3.6))
     ax.errorbar(counts, means, yerr=halves, marker="o", capsize=3)
     ax.set_xscale("log", base=2)
-    ax.set_xticks(counts, [f"{h}\n(d={n_embd // h})" for h in counts])
+    ax.set_xticks(counts, [f"{h}\n(d={n_embd // h}" + (f", {n_embd // h // 2} RoPE freq.)" if rope else ")")
+                           for h in counts])
+    if rope:
+        ax.set_title("with RoPE, more heads = fewer rotation frequencies per head (confounded)", fontsize=9)
     ax.set_xlabel("heads (head dim) at fixed n_embd")
     ax.set_ylabel("val loss (nats/char), ± 95 % interval")
     ax.grid(alpha=0.3)
