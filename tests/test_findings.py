@@ -11,6 +11,7 @@ import pytest
 
 from miniformer.study.claims import CLAIMS, check_experiments, claims, required_experiments
 from miniformer.study.findings import Evidence, Finding, breakages
+from miniformer.study.stats import difference_quantity
 
 ORDER = ("Without positions a causal LM reads word order beyond what an n-gram of its training text does (the mask "
          "leaks position); an MLM cannot tell the orders")
@@ -754,3 +755,19 @@ def test_a_bimodal_fine_tune_gets_no_seed_count():
     metrics["obj_mlm"] = arm(0.70, 0.80, 0.76)
     (f,) = [f for f in claims(Evidence(metrics)) if f.claim.startswith("Denoising objectives beat a prefix LM")]
     assert f.verdict == "undecided" and "seeds per run" in f.measurement
+
+
+def test_growth_with_length_is_paired_on_the_text_both_lengths_share():
+    """Each 2× window holds two 1× windows' text: resampled together, their shared text's difficulty cancels and the
+    interval on the growth is the windows' disagreement, not the spread of the text — far narrower than drawing the
+    two lengths apart, on the same value."""
+    rng = np.random.default_rng(0)
+    short = rng.normal(2.0, 0.5, 128)
+    long = short.reshape(64, 2).mean(1) + 0.01 + rng.normal(0, 0.001, 64)
+    metrics = {"pos_alibi": {"seed0": {"val_loss": 2.0, "loss_at_1x": float(short.mean()),
+                                       "loss_at_2x": float(long.mean())}}}
+    ev = Evidence(metrics, {"pos_alibi": {"seed0": {"lengths": {"1": short.tolist(), "2": long.tolist()}}}})
+    paired = ev.growth("pos_alibi", None, 2)
+    apart = ev.contrast(difference_quantity("length:2", "length:1"), ["length:2", "length:1"], [("pos_alibi", 1.0)])
+    assert paired.value == pytest.approx(0.01, abs=0.001) and apart.value == pytest.approx(paired.value)
+    assert paired.half_width < apart.half_width / 20

@@ -31,6 +31,7 @@ from miniformer.params import Study
 from miniformer.runtime.schedule import lr_at
 from miniformer.runtime.scoring import attention_entropy
 from miniformer.stages.aggregate import run_scalars
+from miniformer.study.stats import nested_growth
 from tests.conftest import tiny_params
 
 CPU = torch.device("cpu")
@@ -275,6 +276,26 @@ def test_length_losses_average_each_window_and_split_off_what_lies_past_the_bloc
     bins = lengths["4"]["per_position"]
     assert bins[: len(bins) // 4] == pytest.approx([uniform] * (len(bins) // 4))  # the first quarter is the block
     assert bins[len(bins) // 4 :] == pytest.approx([0.0] * (len(bins) - len(bins) // 4), abs=1e-6)
+
+
+def test_a_long_windows_text_is_its_short_windows_text_so_growth_can_be_paired():
+    """The report pairs the growth with length window by window (stats.nested_growth): the m× window k must hold
+    the 1× windows m·k … m·k + m − 1. With a stand-in whose loss depends on the token alone (not its position) and
+    random text, each long window's loss is the mean of its own short windows' losses — and of no others."""
+    vocab, block = 8, 8
+    table = torch.randn(vocab, vocab, generator=torch.Generator().manual_seed(0))
+    ev = evaluator(Stub(logits=lambda idx: table[idx]), vocab=vocab, block=block, length_multiples=[1, 2, 4],
+                   max_tokens=2048)
+    ev.data.splits["val"] = np.random.default_rng(0).integers(0, vocab, 4000).astype(np.uint16)
+    per_window = length_sweep(ev).samples["lengths"]
+    short = np.asarray(per_window["1"])
+    for m in (2, 4):
+        long = np.asarray(per_window[str(m)])
+        kept = min(len(long), len(short) // m)  # the long windows whose short ones were all scored
+        inner = short[: m * kept].reshape(kept, m).mean(1)
+        assert long[:kept] == pytest.approx(inner, abs=1e-3)  # the samples are rounded to 4 decimals
+        assert not np.allclose(long[1:kept], inner[:-1], atol=1e-3)  # shifted by one window it no longer matches
+        assert nested_growth(per_window, m) == pytest.approx(list(long[:kept] - inner), abs=1e-9)
 
 
 # --- eval.json -> metrics.json ---------------------------------------------------------------------------------------

@@ -211,6 +211,9 @@ class Evidence(Contrasts):
         if not all(self.m.has(e) for e in exps):
             return None
         terms = [(a, 1.0)] + ([(b, -1.0)] if b else [])
+        paired = f"growth:{top}"  # per long window, minus the short windows of its own text (stats.nested_growth)
+        if self.has_samples(exps, paired):
+            return self.contrast(source_quantity(paired), [paired], terms)
         if self.has_samples(exps, hi) and self.has_samples(exps, lo):
             return self.contrast(difference_quantity(hi, lo), [hi, lo], terms)
         hi_key, lo_key = loss_at_key(top), loss_at_key(1)

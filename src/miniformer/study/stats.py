@@ -93,6 +93,8 @@ class Samples:
             return self.raw.get(kind)
         if kind == "length":
             return self.raw.get("lengths", {}).get(key)
+        if kind == "growth":
+            return nested_growth(self.raw.get("lengths", {}), int(key))
         if kind == "roles":
             return self.raw.get("role_swap", {}).get(key)
         if kind in ("generation", "generation_growth"):
@@ -120,6 +122,20 @@ class Samples:
 
     def curve_steps(self) -> list[int]:
         return list(self.raw.get("curve", {}).get("steps", []))
+
+
+def nested_growth(lengths: dict[str, list[float]], top: int) -> list[float] | None:
+    """Per long window: its loss at top× block_size minus the mean loss of the 1× windows that hold its text. The
+    length sweep cuts both from the start of the val split with a stride of their own length
+    (evaluation.losses.loss_at_length; a test holds it to that), so the top× window k holds the 1× windows
+    top·k … top·k + top − 1; the long windows whose short ones were all scored are kept. Resampled as one source the
+    shared text stays out of the interval (drawn apart, the two lengths' sampling errors would add)."""
+    long, short = lengths.get(str(top)), lengths.get("1")
+    if not long or not short:
+        return None
+    kept = min(len(long), len(short) // top)
+    inner = np.asarray(short[: kept * top], dtype=float).reshape(kept, top).mean(1)
+    return (np.asarray(long[:kept], dtype=float) - inner).tolist() if kept else None
 
 
 # A quantity of one run, given the resampling indices of every source it reads (None: the data as observed). Indices of
