@@ -771,3 +771,40 @@ def test_growth_with_length_is_paired_on_the_text_both_lengths_share():
     apart = ev.contrast(difference_quantity("length:2", "length:1"), ["length:2", "length:1"], [("pos_alibi", 1.0)])
     assert paired.value == pytest.approx(0.01, abs=0.001) and apart.value == pytest.approx(paired.value)
     assert paired.half_width < apart.half_width / 20
+
+
+def test_the_warm_up_row_says_what_post_norm_did_without_warm_up_at_the_reference_rate():
+    """The context the sweeps add is read from the runs, not stated: post-norm without warm-up at the reference
+    rate trains (then only the high rate can show a need) or fails (then it says so, and claims nothing more)."""
+    claim = "Post-norm needs warm-up; pre-norm trains without"
+
+    def row(low: dict) -> str:
+        m = {**warmup_runs(seeds(3.2), seeds(2.2), seeds(2.01), seeds(2.0)),
+             "block_post_norm": seeds(2.05), "block_post_norm_no_warmup/lr=0.002": low}
+        sweeps = {"baseline": [("baseline", 0.002)],
+                  "block_post_norm_no_warmup": [("block_post_norm_no_warmup", 0.01),
+                                                ("block_post_norm_no_warmup/lr=0.002", 0.002)],
+                  "block_post_norm": [("block_post_norm", 0.002)]}
+        (f,) = [f for f in claims(Evidence(m, unigram=3.25, sweeps=sweeps)) if f.claim == claim]
+        return f.measurement
+
+    trains = row(seeds(2.06))
+    assert ("at the reference lr 0.002 post-norm trains without warm-up (val 2.060; with the default warm-up "
+            "2.050): at this budget the need can only show at the high rate") in trains
+    fails = row(seeds(3.24))
+    assert "post-norm fails without warm-up (val 3.240; with the default warm-up 2.050)" in fails
+    assert "can only show" not in fails
+
+
+def test_zhai_row_names_stable_runs_whose_entropy_fell_below_every_unstable_one():
+    """A stable run with lower entropy than every unstable run is the proxy's counter-example: the row names it;
+    with none below, it names none. Too few unstable runs for the test: undecided, and the row says why."""
+    metrics, evidence = high_rate([0.5, 0.6, 0.7], [2.0, 2.1, 0.1, 2.2, 2.3])  # x2 (0.1) is stable and lowest
+    (f,) = [f for f in claims(Evidence(metrics, **evidence)) if f.claim.startswith("Low attention")]
+    assert "entropy below every unstable run's without instability: x0" in f.measurement
+    metrics, evidence = high_rate([0.5, 0.6, 0.7], [2.0, 2.1, 1.0, 2.2, 2.3])
+    (f,) = [f for f in claims(Evidence(metrics, **evidence)) if f.claim.startswith("Low attention")]
+    assert "entropy below every unstable run's" not in f.measurement
+    metrics, evidence = high_rate([0.5], [2.0, 2.1])
+    (f,) = [f for f in claims(Evidence(metrics, **evidence)) if f.claim.startswith("Low attention")]
+    assert f.verdict == "undecided" and "too few unstable runs for a test at 5%" in f.measurement
