@@ -67,10 +67,11 @@ def test_head_count_under_rope_names_the_frequencies_per_head():
     each point has, and the title that the two are confounded; under another position method it says neither."""
     fig = figures.head_count([1, 4, 32], [2.1, 2.0, 2.2], [0.03, 0.01, 0.05], 128, rope=True)
     labels = [t.get_text() for t in fig.axes[0].get_xticklabels()]
-    assert labels == ["1\n(d=128, 64 RoPE freq.)", "4\n(d=32, 16 RoPE freq.)", "32\n(d=4, 2 RoPE freq.)"]
-    assert "confounded" in fig.axes[0].get_title()
+    assert labels == ["1\nd=128\n64 freq.", "4\nd=32\n16 freq.", "32\nd=4\n2 freq."]
+    assert "confounded" in fig.axes[0].get_title() and "RoPE frequencies per head" in fig.axes[0].get_xlabel()
     plain = figures.head_count([1, 4], [2.1, 2.0], [0.03, 0.01], 128)
-    assert "RoPE" not in " ".join(t.get_text() for t in plain.axes[0].get_xticklabels()) + plain.axes[0].get_title()
+    assert "freq" not in " ".join(t.get_text() for t in plain.axes[0].get_xticklabels()) + plain.axes[0].get_title()
+    assert "RoPE" not in plain.axes[0].get_xlabel()
 
 
 def test_heatmap_labels_grow_for_a_short_line():
@@ -120,3 +121,12 @@ def test_a_step_log_curve_says_which_seed_and_which_estimate_it_shows():
                          source="seed 0 of each run; the step log's estimate on 4 fixed val batches")
     assert fig.axes[0].get_title() == ("Position methods: val loss\n"
                                        "seed 0 of each run; the step log's estimate on 4 fixed val batches")
+
+
+def test_a_stability_cell_that_did_not_run_says_so():
+    """seaborn leaves a missing cell blank; the map writes "not run" in it, so an empty square is never a mystery."""
+    cells = {("pre", True): {0.002: {"val_loss": 1.8, "diverged": False, "stuck": False},
+                             0.01: {"val_loss": 1.78, "diverged": False, "stuck": False}},
+             ("pre", False): {0.01: {"val_loss": 1.9, "diverged": False, "stuck": False}}}
+    texts = [t.get_text() for t in figures.stability_map(cells, 3.2).axes[0].texts]
+    assert "not run" in texts and "1.900" in texts

@@ -240,11 +240,10 @@ def head_count(counts: list[int], means: list[float], halves: list[float], n_emb
     fig, ax = plt.subplots(figsize=(6, 3.8 if rope else 3.6))
     ax.errorbar(counts, means, yerr=halves, marker="o", capsize=3)
     ax.set_xscale("log", base=2)
-    ax.set_xticks(counts, [f"{h}\n(d={n_embd // h}" + (f", {n_embd // h // 2} RoPE freq.)" if rope else ")")
-                           for h in counts])
+    ax.set_xticks(counts, [f"{h}\nd={n_embd // h}" + (f"\n{n_embd // h // 2} freq." if rope else "") for h in counts])
     if rope:
         ax.set_title("with RoPE, more heads = fewer rotation frequencies per head (confounded)", fontsize=9)
-    ax.set_xlabel("heads (head dim) at fixed n_embd")
+    ax.set_xlabel("heads, head dim d" + (", RoPE frequencies per head" if rope else "") + " (fixed n_embd)")
     ax.set_ylabel("val loss (nats/char), ± 95 % interval")
     ax.grid(alpha=0.3)
     return fig
@@ -318,6 +317,8 @@ def stability_map(cells: dict, unigram: float | None):
     sns.heatmap(values, ax=ax, annot=np.array(notes), fmt="", cmap="rocket_r", cbar_kws={"label": "val loss"},
                 vmax=unigram, xticklabels=[f"{lr:g}" for lr in lrs],
                 yticklabels=[f"{r[0]}-norm, {'warm-up' if r[1] else 'no warm-up'}" for r in rows])
+    for i, j in zip(*np.nonzero(np.isnan(values))):  # seaborn leaves a missing cell blank: say why it is empty
+        ax.text(j + 0.5, i + 0.5, notes[i][j] or "n/a", ha="center", va="center", color="grey")
     ax.set_xlabel("peak learning rate")
     title = "Stability map: final val loss"
     ax.set_title(title + (f" (colour capped at the unigram loss {unigram:.3f})" if unigram is not None else ""))
