@@ -153,7 +153,7 @@ ENTROPY = {"attn_single_head": seeds(2.0, attention_entropy=2.0, loss_spikes=0)}
 LEAK = {"attn_single_head": seeds(2.0, final_train_loss=2.0)}
 POSITIONS = {"pos_sinusoidal": seeds(2.0, loss_at_1x=2.0, loss_at_4x=4.0)}
 
-HAVIV = {"pos_learned": seeds(2.0), "pos_sinusoidal": seeds(2.0), "pos_alibi": seeds(2.0)}
+HAVIV = {"pos_learned_token_scale": seeds(2.0), "pos_sinusoidal": seeds(2.0), "pos_alibi": seeds(2.0)}
 
 
 def nope(preference: float) -> dict:
@@ -721,7 +721,8 @@ def test_a_sampled_effect_uses_the_runs_own_spread_from_three_seeds_and_the_pool
 def test_press_order_shows_absolute_loss_presss_magnitude_and_the_unigram_ceiling():
     """Press compare absolute perplexity: the row gives each arm's absolute loss and whether it keeps Press's order,
     sets Press's own sinusoidal − rotary difference (+0.71 nats at 1012 tokens) beside our interval, and past Press's
-    lengths calls RoPE growing more a ceiling when the sinusoidal arm's loss has reached the unigram level."""
+    lengths calls RoPE growing more a ceiling when the sinusoidal arm's loss has reached the unigram level. The
+    absolute losses in distribution come first: an absolute order past the block inherits that gap."""
     def run(at8: float, **loss) -> dict:
         return {f"seed{i}": {"val_loss": 2.0 + d, "loss_at_1x": 2.0, "loss_at_8x": at8, **loss}
                 for i, d in enumerate((0.0, 0.001, -0.001))}
@@ -732,7 +733,9 @@ def test_press_order_shows_absolute_loss_presss_magnitude_and_the_unigram_ceilin
     (f,) = [f for f in claims(Evidence(metrics, unigram=3.25)) if f.claim.startswith("Past the training length")]
     assert f.verdict == "reproduced"
     assert "absolute loss sinusoidal 2.500, rope 2.136, alibi 1.990 (Press's order)" in f.measurement
-    assert "+0.71 nats per word-level token; our interval at 2× excludes it" in f.measurement
+    assert "+0.71 nats per word-level token, a unit several characters long" in f.measurement
+    assert "absolute loss at 1× sinusoidal 2.000, rope 2.000, alibi 2.000: an absolute order past the block" \
+        in f.measurement
     assert "has reached the unigram level 3.250 and cannot grow further — a ceiling, not a reversal" in f.measurement
     metrics["pos_sinusoidal"] = run(2.8, loss_at_2x=2.5, loss_at_4x=3.1)  # below the ceiling: RoPE just grows more
     (f,) = [f for f in claims(Evidence(metrics, unigram=3.25)) if f.claim.startswith("Past the training length")]
@@ -808,3 +811,70 @@ def test_zhai_row_names_stable_runs_whose_entropy_fell_below_every_unstable_one(
     metrics, evidence = high_rate([0.5], [2.0, 2.1])
     (f,) = [f for f in claims(Evidence(metrics, **evidence)) if f.claim.startswith("Low attention")]
     assert f.verdict == "undecided" and "too few unstable runs for a test at 5%" in f.measurement
+
+
+def test_an_effect_is_still_changing_when_its_paired_last_move_excludes_zero():
+    """The trend reads the effect's last move paired per window and seed: texts of very different difficulty (the
+    windows' spread) cancel, so a steady −0.03 in every window is a move, and moves that average out are none."""
+    rng = np.random.default_rng(0)
+    difficulty = rng.normal(2.0, 0.5, 64)
+
+    def run(offsets: list[float], jitter: float = 0.0) -> dict:
+        windows = [(difficulty + o + rng.normal(0, jitter, 64)).tolist() for o in offsets]
+        return {"val": {"sum": windows[-1], "count": [1] * 64},
+                "curve": {"steps": [100, 200, 300], "windows": windows}}
+
+    base_samples = {f"seed{i}": run([0.4 + d, 0.1 + d, 0.0 + d], 0.001) for i, d in enumerate((0.0, 0.002, -0.002))}
+    metrics = {"baseline": {f"seed{i}": {"val_loss": 2.0} for i in range(3)},
+               "block_rmsnorm": {"seed0": {"val_loss": 2.27}}}
+    moving = Evidence(metrics, {"baseline": base_samples, "block_rmsnorm": {"seed0": run([0.9, 0.4, 0.27], 0.001)}})
+    since, change = moving.last_change("block_rmsnorm", "baseline")
+    assert since == 200 and change.value == pytest.approx(-0.03, abs=0.002) and change.high < 0
+    assert moving.changing("block_rmsnorm", "baseline")
+    (f,) = [f for f in claims(moving) if f.claim == "RMSNorm ≈ LayerNorm"]
+    assert "since step 200 it moved -0.030" in f.measurement and "(still changing)" in f.measurement
+    flat = Evidence(metrics, {"baseline": base_samples, "block_rmsnorm": {"seed0": run([0.9, 0.4, 0.3], 0.05)}})
+    assert not flat.changing("block_rmsnorm", "baseline")
+
+
+def test_the_order_probe_that_fails_its_positive_control_decides_nothing():
+    """NoPE below the n-gram floor contradicts the claim only when a model with positions beats that floor; when the
+    reference is below it too, the probe cannot show order read beyond the n-gram: undecided, and the row says why."""
+    metrics = {"baseline": base(), "pos_none": nope(0.3), "obj_mlm_nope": seeds(3.0, order_preference=0.5,
+                                                                                  order_ties=1.0)}
+    (f,) = [f for f in claims(Evidence(metrics)) if f.claim == ORDER]
+    assert f.verdict == "contradicted"  # the reference prefers 0.9 against the 0.55 floor: the probe can see order
+    metrics["baseline"] = base(order_preference=0.5)
+    (f,) = [f for f in claims(Evidence(metrics)) if f.claim == ORDER]
+    assert f.verdict == "undecided" and "fails its positive control" in f.measurement
+
+
+def test_alibi_at_short_length_needs_a_sinusoidal_arm_that_passes_presss_check():
+    """Press measure sinusoidal ≈ rotary in distribution; a sinusoidal arm clearly behind RoPE cannot stand for the
+    method, so the row is undecided whichever way sinusoidal − ALiBi comes out, and it prints ALiBi − RoPE."""
+    claim = "At short training length ALiBi does not win in distribution"
+    lagging = {"baseline": base(), "pos_sinusoidal": seeds(2.4), "pos_alibi": seeds(2.1)}
+    (f,) = [f for f in claims(Evidence(lagging)) if f.claim == claim]
+    assert f.verdict == "undecided" and "fails the check Press's table gives it" in f.measurement
+    assert "ALiBi − RoPE = +0.100" in f.measurement
+    (f,) = [f for f in claims(Evidence(dict(lagging, pos_alibi=seeds(2.5)))) if f.claim == claim]
+    assert f.verdict == "undecided"  # it would be reproduced: the check binds both ways
+    passing = dict(lagging, pos_sinusoidal=seeds(2.0), pos_alibi=seeds(1.9))  # sinusoidal ≈ RoPE: the check passes
+    (f,) = [f for f in claims(Evidence(passing)) if f.claim == claim]
+    assert f.verdict == "contradicted"  # and ALiBi's 0.1 lead over it stands
+
+
+def test_a_compound_claim_is_followed_over_training_through_its_pairs():
+    """Haviv's row compares NoPE with three arms: it is still changing when any of those gaps is (the report follows
+    that pair), settled when none is — the symmetric budget rule reads it like any one-comparison row."""
+    def run(losses: list[float]) -> dict:
+        return {"seed0": {"val": {"sum": [losses[-1]] * 4, "count": [1] * 4},
+                          "curve": {"steps": [100, 200, 300], "windows": [[v, v + 0.1, v - 0.1, v] for v in losses]}}}
+
+    metrics = {"baseline": base(), **HAVIV, "pos_none": seeds(2.3)}
+    samples = {e: run([2.5, 2.2, 2.0]) for e in HAVIV} | {"pos_none": run([2.6, 2.4, 2.3])}
+    (f,) = [f for f in claims(Evidence(metrics, samples)) if f.claim == "Causal LM without positions is close to with"]
+    assert f.still_changing and f.untested_at_convergence and f.curve[0] == "pos_none"
+    samples["pos_none"] = run([2.6, 2.5, 2.3])  # every gap 0.3 at the last two points
+    (f,) = [f for f in claims(Evidence(metrics, samples)) if f.claim == "Causal LM without positions is close to with"]
+    assert not f.still_changing and f.curve is not None

@@ -20,7 +20,6 @@ from miniformer.study.stats import (
     less,
     seed_spread,
     source_quantity,
-    still_changing,
     t_quantile,
     z_quantile,
 )
@@ -131,12 +130,6 @@ def test_compound_rule():
     assert all_of(["reproduced", "contradicted"]) == "contradicted"
     assert all_of(["undecided", "not run"]) == "not run"
     assert all_of([]) == "not run"
-
-
-def test_still_changing():
-    assert still_changing(est(0.3, 0.05), est(0.1, 0.05))
-    assert not still_changing(est(0.12, 0.05), est(0.1, 0.05))
-    assert not still_changing(None, est(0.1, 0.05))
 
 
 def test_an_estimate_prints_as_effect_plus_minus_half_width():

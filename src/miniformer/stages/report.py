@@ -260,6 +260,8 @@ def positions_section(r: ReportInputs) -> dict:
                         "ties": mp["ties"], "pairs": mp["pairs"], "scoring": mp["scoring"],
                         "floor": m.mean(e, "order_preference_floor"), "floor_order": mp.get("floor_order"),
                         "floor_ties": mp.get("floor_ties"),
+                        "orders": " / ".join(f"{n}: {v:.3f}" for n, v in (mp.get("ngram_true_order_preferred") or {})
+                                             .items() if v is not None),
                         "floor_text": r.ev.text(r.ev.preference(e, against="floor")),
                         # without the causal mask a model reads the characters it scores: no reading of order
                         "caveat": "sees the characters it scores (no causal mask): not a reading of order"

@@ -27,7 +27,6 @@ from miniformer.study.stats import (
     pooled_spread,
     seed_spread,
     source_quantity,
-    still_changing,
 )
 
 __all__ = ["VERDICTS", "Evidence", "Finding", "Judgement", "Metrics", "breakages", "peer_comparisons"]
@@ -268,9 +267,24 @@ class Evidence(Contrasts):
             out.append((step, self.contrast(source_quantity(source), [source], [(a, 1.0), (b, -1.0)])))
         return out
 
+    def last_change(self, a: str, b: str) -> tuple[int, Estimate] | None:
+        """How much the val-loss effect a − b moved between the last two curve points, paired: per window (the curve
+        scores the same windows at every point) and per seed, so the text and the seeds both runs share cancel. (the
+        step it moved from, the estimate), or None without a curve."""
+        runs = self.runs(a)
+        steps = runs[0].curve_steps() if runs else []
+        if len(steps) < 2:
+            return None
+        source = f"curve_change:{len(steps) - 1}"
+        if not self.has_samples([a, b], source):
+            return None
+        e = self.contrast(source_quantity(source), [source], [(a, 1.0), (b, -1.0)])
+        return None if e is None else (steps[-2], e)
+
     def changing(self, a: str, b: str) -> bool:
-        points = self.curve(a, b)
-        return len(points) >= 2 and still_changing(points[-2][1], points[-1][1])
+        """The effect still moving as training ends: its last move's interval excludes no move at all."""
+        change = self.last_change(a, b)
+        return change is not None and greater(change[1]) != "undecided"
 
     # --- the learning-rate sweeps -------------------------------------------------------------------------------------
 

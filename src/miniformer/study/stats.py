@@ -99,6 +99,12 @@ class Samples:
             return self.raw.get("role_swap", {}).get(key)
         if kind in ("generation", "generation_growth"):
             return self.raw.get(kind, {}).get(key)
+        if kind == "curve_change":  # per window: its loss at curve point k minus at point k − 1 (the same windows)
+            windows = (self.raw.get("curve") or {}).get("windows", [])
+            k = int(key)
+            if not 1 <= k < len(windows) or len(windows[k]) != len(windows[k - 1]):
+                return None
+            return (np.asarray(windows[k], dtype=float) - np.asarray(windows[k - 1], dtype=float)).tolist()
         if kind == "curve":
             curve = self.raw.get("curve")
             return None if curve is None or int(key) >= len(curve["windows"]) else curve["windows"][int(key)]
@@ -387,9 +393,3 @@ def rank_test(a: Sequence[float], b: Sequence[float]) -> tuple[float, float, flo
     return (sum(s <= observed + 1e-9 for s in sums) / len(sums), sum(s >= observed - 1e-9 for s in sums) / len(sums),
             sum(s <= lowest + 1e-9 for s in sums) / len(sums))
 
-
-def still_changing(previous: Estimate | None, last: Estimate | None) -> bool:
-    """The effect moved between the last two curve points by more than the last point's interval."""
-    if previous is None or last is None:
-        return False
-    return abs(last.value - previous.value) > last.half_width
