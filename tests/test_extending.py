@@ -58,7 +58,9 @@ def add_toys(study: Path) -> None:
     positions.write_text(text)
     (package / "evaluation" / "toy.py").write_text(TOY_PROBE)
     probes = package / "evaluation" / "probes.py"
-    text = probes.read_text().replace("from miniformer.evaluation import ", "from miniformer.evaluation import toy, ")
+    imports = "from miniformer.evaluation import ("
+    text = probes.read_text().replace(imports, imports + "\n    toy,")
+    assert "    toy," in text  # the import edit took (probes.py imports its modules as one parenthesised list)
     registry = "PROBES: tuple[Probe, ...] = (\n"
     text = text.replace(registry, registry + "    Probe(toy.toy, toy.toy_scalars),\n")
     assert "Probe(toy.toy" in text

@@ -96,7 +96,10 @@ def test_a_hypothesis_edit_rerenders_the_report_under_both_tools(smk):
         # Both tools re-plan the same: the edited experiment (DVC's params name the whole experiment entry; its
         # finished checkpoint resumes, so nothing retrains) and what reads the experiment list.
         jobs = planned_jobs(smk)
-        assert jobs.get("report") == "1" and jobs.get("aggregate") == "1" and jobs.get("run") == "1", jobs
+        from miniformer.params import Study
+
+        seeds = len(Study.load(smk / "params.yaml").seeds_for("block_rmsnorm"))  # one Snakemake job per seed
+        assert jobs.get("report") == "1" and jobs.get("aggregate") == "1" and jobs.get("run") == str(seeds), jobs
         assert dvc_changed_stages(smk) == {"run@block_rmsnorm", "aggregate", "report"}
     finally:
         p.write_text(original)
