@@ -878,3 +878,19 @@ def test_a_compound_claim_is_followed_over_training_through_its_pairs():
     samples["pos_none"] = run([2.6, 2.5, 2.3])  # every gap 0.3 at the last two points
     (f,) = [f for f in claims(Evidence(metrics, samples)) if f.claim == "Causal LM without positions is close to with"]
     assert not f.still_changing and f.curve is not None
+
+
+def test_the_glance_table_carries_the_budget_mark_of_a_converged_claim():
+    """A skimming reader sees the same qualifier as the claims table: "at 300 steps", and "converged claim untested"
+    while still changing; a claim of the code's mechanics carries none, a proxy says so."""
+    from miniformer.study.claim_table import glance_rows
+
+    def finding(converged: bool, changing: bool, counted: bool = True) -> Finding:
+        return Finding(measurement="", verdict="contradicted", claim="c", source="s", converged=converged,
+                       still_changing=changing, counted=counted)
+
+    rows = glance_rows([finding(True, True), finding(True, False), finding(False, True), finding(True, False, False)],
+                       300)
+    assert [r["verdict"] for r in rows] == [
+        "contradicted at 300 steps (converged claim untested: still changing)", "contradicted at 300 steps",
+        "contradicted", "contradicted at 300 steps (proxy)"]

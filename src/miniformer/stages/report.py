@@ -35,7 +35,7 @@ from miniformer.runtime.files import atomic_write_text, write_json
 from miniformer.runtime.provenance import check_digest, read_sealed_json
 from miniformer.study import figures, hovermap
 from miniformer.study.bibliography import REFERENCES
-from miniformer.study.claim_table import claim_files, glance_rows, sections_of_claims
+from miniformer.study.claim_table import budget_mark, claim_files, glance_rows, sections_of_claims
 from miniformer.study.claims import CLAIMS, TESTS, check_experiments, claims
 from miniformer.study.contents import with_contents
 from miniformer.study.findings import VERDICTS, Evidence, breakages, peer_comparisons
@@ -479,7 +479,8 @@ def build_report(study: Study, results: Path, out: Path, data_dir: Path = DATA_D
     env = Environment(loader=templates, autoescape=select_autoescape(["html", "j2"]))
     html = env.get_template("report.html.j2").render(
         **context,
-        glance=glance_rows(found),
+        glance=glance_rows(found, r.base.train.steps),
+        budget_marks=[budget_mark(c, r.base.train.steps) for c in found],
         supports=sections_of_claims([c.runs for c in CLAIMS], groups),
         profile=study.profile,
         figs=r.figs,

@@ -102,9 +102,18 @@ def headline_effect(f: Finding) -> str:
     return known[0].text() + more
 
 
-def glance_rows(found: list[Finding]) -> list[dict]:
-    """The report's findings-at-a-glance table: number, claim, verdict (proxies marked), the headline effect."""
-    return [{"number": i, "claim": f.claim, "verdict": f.verdict + ("" if f.counted else " (proxy)"),
+def budget_mark(f: Finding, steps: int | None) -> str:
+    """What the verdict of a claim about converged models is worth at this budget (the claims table says the same)."""
+    if not f.converged or steps is None:
+        return ""
+    return f" at {steps} steps" + (" (converged claim untested: still changing)" if f.untested_at_convergence else "")
+
+
+def glance_rows(found: list[Finding], steps: int | None = None) -> list[dict]:
+    """The report's findings-at-a-glance table: number, claim, verdict (with its budget mark; proxies marked), the
+    headline effect. A skimming reader gets the same qualifiers as the claims table."""
+    return [{"number": i, "claim": f.claim,
+             "verdict": f.verdict + budget_mark(f, steps) + ("" if f.counted else " (proxy)"),
              "css": f.verdict.replace(" ", "-") if f.counted else "proxy", "effect": headline_effect(f)}
             for i, f in enumerate(found, 1)]
 

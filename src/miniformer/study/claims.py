@@ -324,7 +324,8 @@ def nope_close(ev: Evidence) -> Judgement:
     tokens are words, so several times smaller per character)."""
     gaps = {name: ev.effect("pos_none", exp) for name, exp in HAVIV_ARMS.items()}
     rope = ev.effect("pos_none", REFERENCE)
-    text = "; ".join(f"NoPE − {name} val loss = {ev.text(e)}" for name, e in gaps.items())
+    text = "; ".join(f"NoPE − {name} val loss = {ev.text(e)}{gap_over_training(ev, 'pos_none', HAVIV_ARMS[name])}"
+                     for name, e in gaps.items())
     text += (f" (holds if each ≤ {ev.cfg.equivalence_margin} nats per character); not one of Haviv's arms: NoPE − "
              f"RoPE = {ev.text(rope)}")
     changing, curve = followed(ev, [("pos_none", exp) for exp in HAVIV_ARMS.values()])
@@ -464,8 +465,11 @@ def warmup_context(ev: Evidence, high: float | None) -> str:
     parts = []
     default = run_at_rate(ev, "block_post_norm", high)
     if default:
+        pre = run_at_rate(ev, REFERENCE, high)
+        beside = f" (pre-norm with the same warm-up and rate: {_fmt(ev.m.mean(pre, 'val_loss'))})" if pre else ""
         parts.append(f"post-norm with the default warm-up at lr {high:g} ({default}) "
-                     f"{'trains' if ev.trains(default) else 'fails'}, val {_fmt(ev.m.mean(default, 'val_loss'))}")
+                     f"{'trains' if ev.trains(default) else 'fails'}, val {_fmt(ev.m.mean(default, 'val_loss'))}"
+                     f"{beside}; unigram {_fmt(ev.unigram)}")
     ref_lr = rate_of(ev, REFERENCE)
     low = run_at_rate(ev, "block_post_norm_no_warmup", ref_lr)
     if low and ev.m.has("block_post_norm"):
