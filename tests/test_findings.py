@@ -894,3 +894,28 @@ def test_the_glance_table_carries_the_budget_mark_of_a_converged_claim():
     assert [r["verdict"] for r in rows] == [
         "contradicted at 300 steps (converged claim untested: still changing)", "contradicted at 300 steps",
         "contradicted", "contradicted at 300 steps (proxy)"]
+
+
+def test_the_residual_row_says_when_no_rate_below_the_reference_was_tried():
+    """"Even at its best learning rate" is only as good as the rates tried: the row says when none lies below the
+    reference rate, and stops saying it once one does."""
+    claim = "No residual trains worse, even at its best learning rate"
+
+    def row(low: float) -> str:
+        m = {"baseline": base(), "block_no_residual": seeds(3.2), f"block_no_residual/lr={low:g}": seeds(3.1)}
+        sweeps = {"baseline": [("baseline", 0.002)],
+                  "block_no_residual": [("block_no_residual", 0.002), (f"block_no_residual/lr={low:g}", low)]}
+        (f,) = [f for f in claims(Evidence(m, sweeps=sweeps)) if f.claim == claim]
+        return f.measurement
+
+    assert "none below the reference rate was tried" in row(0.01)
+    assert "none below the reference rate" not in row(0.0005)
+
+
+def test_the_order_row_counts_ties_in_pairs():
+    """Ties are shown as a count of the pairs (a share of 1 % of 1000 pairs is 10), for the run and for its floor."""
+    metrics = {"baseline": base(), "pos_none": seeds(2.0, order_preference=0.8, order_preference_floor=0.55,
+                                                     order_ties=0.01, order_floor_ties=0.5, order_pairs=1000),
+               "obj_mlm_nope": seeds(3.0, order_preference=0.5, order_ties=1.0)}
+    (f,) = [f for f in claims(Evidence(metrics)) if f.claim == ORDER]
+    assert "causal NoPE 0.800 (ties 10 of 1000)" in f.measurement and "(ties 500 of 1000)" in f.measurement
