@@ -10,7 +10,7 @@ import yaml
 
 from miniformer.cli import main
 from miniformer.errors import UserError
-from miniformer.params import Study
+from miniformer.params import PROFILES, Study
 from tests.conftest import study_args, tiny_params
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -107,6 +107,12 @@ CASES = [
     ("negative seed", lambda p: edit(p, "seeds", [-1, 0]), "each seed must be between 0 and"),
     ("seeds per experiment 0", lambda p: edit(p, "profiles.default.seeds_per_experiment", 0),
      "seeds_per_experiment = 0 must be an integer >= 1"),
+    ("profile lists an unknown experiment", lambda p: edit(p, "profiles.long.experiments", ["baseline", "pos_xpos"]),
+     "profiles.long.experiments names 'pos_xpos', not an experiment of params.yaml"),
+    ("profile drops the reference", lambda p: edit(p, "profiles.long.experiments", ["pos_learned"]),
+     "profiles.long.experiments must include the reference 'baseline'"),
+    ("profile sweeps not a bool", lambda p: edit(p, "profiles.long.sweeps", "no"),
+     "profiles.long.sweeps = 'no' has type str, expected bool"),
     ("BPE vocab 1", lambda p: edit(edit(p, "data.tokenizer", "bpe"), "data.vocab_size", 1), "data.vocab_size = 1"),
     # every float is finite: inf and nan pass every "> 0" check (nan compares false both ways) and fail far later
     ("infinite mlp_ratio", lambda p: edit(p, "model.mlp_ratio", float("inf")),
@@ -238,10 +244,21 @@ def test_unknown_experiment_on_the_cli(tmp_path, corpus, capsys):
 
 
 def test_repository_params_are_valid_under_every_profile():
-    for profile in ("smoke", "default", "gpu", "course"):
+    for profile in PROFILES:
         study = Study.load(REPO_PARAMS, profile)
         assert study.runs()
         assert len(study.seeds_for("baseline")) >= 3
+
+
+def test_the_long_profile_trains_exactly_the_runs_the_converged_claims_read():
+    """The converged reference (params.yaml `profiles.long`) lists its experiments by hand; this holds the list to the
+    claims, so a new converged claim cannot be left out of it (nor a run kept that no converged claim reads)."""
+    from miniformer.study.claims import CLAIMS
+    study = Study.load(REPO_PARAMS, "long")
+    read = {run for claim in CLAIMS if claim.converged for run in claim.runs}
+    assert set(study.names()) == read  # sweeps: false, so no sweep point
+    assert all(study.config(e, s).train.steps > Study.load(REPO_PARAMS, "default").config(e, s).train.steps
+               for e, s in study.runs())
 
 
 @pytest.fixture

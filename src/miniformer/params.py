@@ -27,7 +27,7 @@ from miniformer.network.model import ModelConfig
 from miniformer.network.objectives import OBJECTIVES
 from miniformer.tokenizer import TOKENIZERS
 
-PROFILES = ("smoke", "default", "gpu", "course")
+PROFILES = ("smoke", "default", "gpu", "course", "long")
 GROUPS = ("reference", "position", "attention", "heads", "block", "objective")
 REFERENCE_GROUP = "reference"  # exactly one experiment: every seed runs it, and its seed spread is the noise floor
 TRACKERS = ("none", "tensorboard")  # where the step log is mirrored besides log.tsv and DVCLive (training/logs.py)
@@ -99,7 +99,7 @@ class EvalConfig:
 
 SECTIONS: dict[str, type] = {"data": DataConfig, "model": ModelConfig, "train": TrainConfig, "eval": EvalConfig}
 EXPERIMENT_KEYS = {"group", "hypothesis", "all_seeds", "seeds", "peer", "sweep", "profiles", *SECTIONS}
-PROFILE_KEYS = {"seeds_per_experiment", *SECTIONS}
+PROFILE_KEYS = {"seeds_per_experiment", "experiments", "sweeps", *SECTIONS}
 TOP_KEYS = {"profile", "seeds", "experiments", "profiles", "findings", "tracking", *SECTIONS}
 SWEEP_SECTIONS = ("model", "train", "eval")  # data is shared by every run: one tokenization
 
@@ -274,6 +274,7 @@ class Study:
         self.experiments: dict[str, dict] = raw.get("experiments") or {}
         for name, exp in self.experiments.items():
             _check_experiment(name, exp)
+        _check_profile_experiments(raw.get("profiles", {}), self.experiments)
         references = [e for e, exp in self.experiments.items() if exp.get("group") == REFERENCE_GROUP]
         if len(references) != 1:
             raise UserError(f"params: exactly one experiment must have group: {REFERENCE_GROUP} (the run every verdict "
@@ -303,16 +304,23 @@ class Study:
         return cls(raw, profile)
 
     def active(self, experiment: str) -> bool:
-        """Whether the experiment (or the experiment a sweep point belongs to) runs under this profile: all of them,
-        unless its `profiles:` names the ones it runs in."""
-        return self.profile in self.experiments[self.parent(experiment)].get("profiles", PROFILES)
+        """Whether the experiment (or the sweep point) runs under this profile: all of them, unless its `profiles:`
+        names the ones it runs in, or the profile's `experiments:` lists the ones it runs (and `sweeps: false` drops
+        every sweep point)."""
+        parent = self.parent(experiment)
+        only = self._profile_overrides().get("experiments")
+        if only is not None and parent not in only:
+            return False
+        if experiment in self.points and not self._profile_overrides().get("sweeps", True):
+            return False
+        return self.profile in self.experiments[parent].get("profiles", PROFILES)
 
     def names(self) -> list[str]:
         """Every experiment this profile runs, each followed by its sweep points."""
         out = []
         for name in filter(self.active, self.experiments):
             out.append(name)
-            out.extend(p for p, (parent, _) in self.points.items() if parent == name)
+            out.extend(p for p, (parent, _) in self.points.items() if parent == name and self.active(p))
         return out
 
     def parent(self, name: str) -> str:
@@ -331,7 +339,7 @@ class Study:
         experiment whose claim needs its own spread), or as many as the profile says, whichever is more; a sweep
         point runs its experiment's first seed."""
         if experiment in self.points:
-            return self.seeds_for(self.points[experiment][0])[:1]
+            return self.seeds_for(self.points[experiment][0])[:1] if self.active(experiment) else []
         if not self.active(experiment):
             return []
         exp = self.experiments[experiment]
@@ -454,6 +462,26 @@ def _check_profiles(profiles: dict) -> None:
         per = prof.get("seeds_per_experiment", 1)
         if type(per) is not int or per < 1:
             raise UserError(f"params: profiles.{name}.seeds_per_experiment = {_short(per)} must be an integer >= 1")
+        _check_value(prof.get("sweeps", True), bool, f"profiles.{name}.sweeps")
+
+
+def _check_profile_experiments(profiles: dict, experiments: dict) -> None:
+    """A profile's `experiments:` list names experiments params.yaml defines, the reference among them."""
+    for name, prof in profiles.items():
+        only = prof.get("experiments")
+        if only is None:
+            continue
+        if not (isinstance(only, list) and only and all(isinstance(e, str) for e in only)):
+            raise UserError(f"params: profiles.{name}.experiments = {_short(only)} must be a non-empty list of "
+                            "experiment names (leave it out to run every experiment)")
+        unknown = [e for e in only if e not in experiments]
+        if unknown:
+            raise UserError(f"params: profiles.{name}.experiments names {', '.join(map(repr, unknown))}, not an "
+                            f"experiment of params.yaml; remove it or define it under `experiments:`")
+        missing = [e for e, exp in experiments.items() if exp.get("group") == REFERENCE_GROUP and e not in only]
+        if missing:
+            raise UserError(f"params: profiles.{name}.experiments must include the reference {missing[0]!r}: every "
+                            "verdict compares against it")
 
 
 def _check_experiment(name: Any, exp: dict) -> None:

@@ -36,7 +36,9 @@ def params_schema() -> dict:
         "sweep": {"type": "object", "additionalProperties": {"type": "array"}},
         **overrides}}
     profile = {"type": "object", "additionalProperties": False,
-               "properties": {"seeds_per_experiment": {"type": "integer", "minimum": 1}, **sections}}
+               "properties": {"seeds_per_experiment": {"type": "integer", "minimum": 1},
+                              "experiments": {"type": "array", "items": {"type": "string"}, "minItems": 1},
+                              "sweeps": {"type": "boolean"}, **sections}}
     return {
         "$schema": "https://json-schema.org/draft/2020-12/schema",
         "title": "miniformer params.yaml",
