@@ -287,6 +287,33 @@ def test_a_deleted_or_half_written_output_is_remade_by_a_plain_rerun_of_either_t
     assert baseline_eval.exists() and digests_of(study, *numbers) == before
 
 
+def test_a_longer_budgets_claims_join_the_report_and_its_totals(smk, tmp_path):
+    """A `long` run's claims file under results/budgets/ puts each converged claim at both budgets side by side, and
+    the totals count a converged claim at the longer budget: flip one there and the totals move by one."""
+    import shutil
+
+    from miniformer.params import Study
+    from miniformer.stages.report import build_report
+
+    results = tmp_path / "results"
+    shutil.copytree(smk / "results", results, ignore=shutil.ignore_patterns("*.pt"))
+    document = json.loads((results / "claims.json").read_text())
+    before = json.loads((results / "verdicts.json").read_text())
+    target = next(r for r in document["claims"] if r["converged"] and r["counted"] and r["verdict"] != "contradicted")
+    target["verdict"] = "contradicted"
+    document.update(profile="long", steps=document["steps"] + 1000)
+    (results / "budgets").mkdir()
+    (results / "budgets" / "long.json").write_text(json.dumps(document))
+    study = Study.load(smk / "params.yaml")
+    html = build_report(study, results, tmp_path / "report.html", smk / "data" / "prepared").read_text()
+    after = json.loads((results / "verdicts.json").read_text())
+    assert after["contradicted"] == before["contradicted"] + 1 and after["budgets"] == {"long": document["steps"]}
+    table = html[html.index('id="budget-table"'):html.index("</table>", html.index('id="budget-table"'))]
+    assert f"{document['steps']} steps (long)" in table and table.count("<tr>") == 1 + sum(
+        r["converged"] for r in document["claims"])
+    assert json.loads((results / "claims.json").read_text())["steps"] == document["steps"] - 1000
+
+
 def test_the_claims_table_is_data_and_compare_flags_a_changed_verdict(smk, tmp_path, capsys):
     """The report writes the claims as JSON, CSV and LaTeX; `compare` finds nothing changed against the run itself
     and exits 1 naming the claim when one verdict of the other side was edited."""

@@ -116,7 +116,9 @@ class FindingsConfig:
     generation_margin: float = 0.25
     chance_margin: float = 0.05  # a preference rate within ± this of 50 % is "at chance" (the minimal-pair probe)
     bootstrap: int = 2000  # resamples of windows / probe items behind each evaluation-sampling error
-    still_changing: bool = True  # flag claims whose effect moved by more than its interval between the last two points
+    # a run "trains" (the warm-up, stability and best-rate rows) when its val loss closes at least this share of the
+    # gap from the unigram loss to the reference's: 0.08 nats below the unigram is a run that learned almost nothing
+    trains_share: float = 0.5
 
 
 @dataclass
@@ -307,13 +309,10 @@ class Study:
         """Whether the experiment (or the sweep point) runs under this profile: all of them, unless its `profiles:`
         names the ones it runs in, or the profile's `experiments:` lists the ones it runs (and `sweeps: false` drops
         every sweep point)."""
-        parent = self.parent(experiment)
-        only = self._profile_overrides().get("experiments")
-        if only is not None and parent not in only:
-            return False
-        if experiment in self.points and not self._profile_overrides().get("sweeps", True):
-            return False
-        return self.profile in self.experiments[parent].get("profiles", PROFILES)
+        parent, profile = self.parent(experiment), self._profile_overrides()
+        listed = parent in profile.get("experiments", [parent])
+        swept = experiment not in self.points or profile.get("sweeps", True)
+        return listed and swept and self.profile in self.experiments[parent].get("profiles", PROFILES)
 
     def names(self) -> list[str]:
         """Every experiment this profile runs, each followed by its sweep points."""
@@ -338,8 +337,8 @@ class Study:
         """The reference (and experiments marked all_seeds) run every seed; the rest the first `seeds:` of them (an
         experiment whose claim needs its own spread), or as many as the profile says, whichever is more; a sweep
         point runs its experiment's first seed."""
-        if experiment in self.points:
-            return self.seeds_for(self.points[experiment][0])[:1] if self.active(experiment) else []
+        if experiment in self.points and self.active(experiment):
+            return self.seeds_for(self.points[experiment][0])[:1]
         if not self.active(experiment):
             return []
         exp = self.experiments[experiment]
@@ -524,6 +523,8 @@ def _validate_findings(f: FindingsConfig) -> None:
          "the t quantile is computed numerically, exact to 4 digits up to 0.999)"),
         (f.equivalence_margin > 0, f"findings.equivalence_margin = {f.equivalence_margin} must be > 0 (nats)"),
         (f.generation_margin > 0, f"findings.generation_margin = {f.generation_margin} must be > 0 (nats)"),
+        (0 < f.trains_share <= 1, f"findings.trains_share = {f.trains_share} must be in (0, 1] (the share of the "
+         "gap from the unigram loss to the reference's val loss a run must close to count as training)"),
         (f.unigram_margin >= 0, f"findings.unigram_margin = {f.unigram_margin} must be >= 0 (nats)"),
         (0 <= f.chance_margin < 0.5, f"findings.chance_margin = {f.chance_margin} must be in [0, 0.5)"),
         (f.bootstrap >= 200, f"findings.bootstrap = {f.bootstrap} must be >= 200 resamples (fewer cannot place a "

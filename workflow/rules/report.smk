@@ -10,6 +10,8 @@ rule report:
         f"{SIGNATURES}/findings.json",
         # the peer's table joins the report once `snakemake crosscheck` has made it (it is its own, optional target)
         sorted(str(p) for p in Path("results/crosscheck").glob("*.json")),
+        # another budget's claims (a `make long` run's claims.json copied here) join the report beside this run's
+        sorted(str(p) for p in Path("results/budgets").glob("*.json")),
     output:
         report("report/report.html", caption="../report/report.rst", category="Report"),
         "results/verdicts.json",

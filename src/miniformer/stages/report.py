@@ -35,7 +35,8 @@ from miniformer.runtime.files import atomic_write_text, write_json
 from miniformer.runtime.provenance import check_digest, read_sealed_json
 from miniformer.study import figures, hovermap
 from miniformer.study.bibliography import REFERENCES
-from miniformer.study.claim_table import budget_mark, claim_files, glance_rows, sections_of_claims
+from miniformer.study.budgets import at_longest_budget, budget_rows, read_budgets
+from miniformer.study.claim_table import budget_mark, claim_files, glance_rows, headline_effect, sections_of_claims
 from miniformer.study.claims import CLAIMS, TESTS, check_experiments, claims
 from miniformer.study.contents import with_contents
 from miniformer.study.findings import VERDICTS, Evidence, breakages, peer_comparisons
@@ -467,8 +468,9 @@ def build_report(study: Study, results: Path, out: Path, data_dir: Path = DATA_D
     r = ReportInputs(study, results, RunFiles(study, results, provenance), ev,
                      study.config(study.reference, study.seeds[0]), {}, text_references(data_dir))
     found = claims(ev)
-    converged = [c for c in found if c.counted and c.converged]
-    untested = sum(c.untested_at_convergence for c in converged)
+    steps = r.base.train.steps
+    budgets = read_budgets(results)
+    totals = totals_context(found, steps, budgets)
     context: dict = {}
     for section in SECTIONS:
         context.update(section(r))
@@ -496,22 +498,33 @@ def build_report(study: Study, results: Path, out: Path, data_dir: Path = DATA_D
         unit="character" if study.data_config().tokenizer == "char" else "token",
         env=environment(r.base, context["perf"], provenance["data_content"]),
         references=list(REFERENCES.items()),
-        verdict_totals=list(verdict_totals(found).items()),
-        steps=r.base.train.steps,
-        converged_count=len(converged),
-        converged_totals=[(v, n) for v, n in verdict_totals(converged).items() if n],
-        untested_count=untested,
-        check_totals=list(verdict_totals([c for c in found if is_check(c)]).items()),
-        proxy_count=sum(not c.counted for c in found),
+        **totals,
+        steps=steps,
+        budgets=budgets,
+        budget_table=budget_rows(found, budgets, headline_effect),
+        longest=max([steps, *(b.steps for b in budgets)]),
     )
     atomic_write_text(out, with_contents(html))
-    # the claims as data: `miniformer compare`, a paper's table
-    for name, text in claim_files(found, study.profile).items():
+    # the claims as data: `miniformer compare`, a paper's table, another budget's report (results/budgets/)
+    for name, text in claim_files(found, study.profile, steps).items():
         atomic_write_text(results / name, text)
-    write_json(results / "verdicts.json", {**verdict_totals(found), "proxy": sum(not c.counted for c in found),
-                                           "converged claims untested": untested,
-                                           "still changing": sum(c.still_changing for c in found)})
+    write_json(results / "verdicts.json", {**dict(totals["verdict_totals"]), "proxy": totals["proxy_count"],
+                                           "converged claims untested": totals["untested_count"],
+                                           "still changing": totals["still_changing"],
+                                           "budgets": {b.profile: b.steps for b in budgets}})
     return out
+
+
+def totals_context(found: list, steps: int, budgets: list) -> dict:
+    """The verdict totals, each converged claim counted at the longest budget that ran it (this run's, or a longer
+    one's under results/budgets/)."""
+    counted = at_longest_budget(found, steps, budgets)
+    converged = [c for c in counted if c.counted and c.converged]
+    return {"verdict_totals": list(verdict_totals(counted).items()), "converged_count": len(converged),
+            "converged_totals": [(v, n) for v, n in verdict_totals(converged).items() if n],
+            "untested_count": sum(c.untested_at_convergence for c in converged),
+            "check_totals": list(verdict_totals([c for c in counted if is_check(c)]).items()),
+            "proxy_count": sum(not c.counted for c in found), "still_changing": sum(c.still_changing for c in counted)}
 
 
 def at_unigram_level(ev: Evidence) -> list[str]:

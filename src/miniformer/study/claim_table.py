@@ -84,11 +84,12 @@ def to_latex(rows: list[dict]) -> str:
     return "\n".join(lines)
 
 
-def claim_files(found: list[Finding], profile: str) -> dict[str, str]:
-    """The three files' names and texts; the JSON names the profile the claims were measured under."""
+def claim_files(found: list[Finding], profile: str, steps: int | None = None) -> dict[str, str]:
+    """The three files' names and texts; the JSON names the profile and the training steps the claims were measured
+    at (another budget's report reads both: study/budgets.py)."""
     records = claim_records(found)
     rows = claim_rows(records)
-    document = {"profile": profile, "claims": records}
+    document = {"profile": profile, "steps": steps, "claims": records}
     return {CLAIMS_JSON: json.dumps(document, indent=1, ensure_ascii=False), CLAIMS_CSV: to_csv(rows),
             CLAIMS_TEX: to_latex(rows)}
 

@@ -575,10 +575,10 @@ def residual_trains_worse(ev: Evidence) -> Judgement:
 
 
 def stability_at(ev: Evidence, rate: float) -> dict[str, list[str]]:
-    """Every run at this learning rate, sorted: 'unstable' (diverged, a loss spike, or stuck at the unigram loss
-    where the same model trains at another rate of its sweep), 'stable', and 'excluded' (fails at every rate tried:
-    the architecture, not instability)."""
-    out: dict[str, list[str]] = {"unstable": [], "stable": [], "excluded": []}
+    """Every run at this learning rate, sorted: 'unstable' (diverged or a loss spike: the instability Zhai follow),
+    'stable', 'stuck' (at the unigram loss without a spike, where the same model trains at another rate of its sweep:
+    a failure to learn, which Zhai do not study) and 'excluded' (fails at every rate tried: the architecture)."""
+    out: dict[str, list[str]] = {"unstable": [], "stable": [], "stuck": [], "excluded": []}
     for points in ev.sweeps.values():
         for run, lr in points:
             if not math.isclose(lr, rate) or not ev.m.has(run) or ev.m.mean(run, "attention_entropy") is None:
@@ -588,7 +588,7 @@ def stability_at(ev: Evidence, rate: float) -> dict[str, list[str]]:
                 out["unstable" if spiked else "stable"].append(run)
             else:
                 trains_elsewhere = any(ev.trains(other) for other, _ in points if other != run)
-                out["unstable" if trains_elsewhere else "excluded"].append(run)
+                out["stuck" if trains_elsewhere else "excluded"].append(run)
     return out
 
 
@@ -612,7 +612,9 @@ def entropy_and_instability(ev: Evidence) -> Judgement:
     alpha = 1 - ev.cfg.confidence
     unstable, stable = [entropy[r] for r in groups["unstable"]], [entropy[r] for r in groups["stable"]]
     text = (f"at lr {high:g}, attention entropy (nats) of unstable runs: {listed(groups['unstable'])}; of stable "
-            f"runs: {listed(groups['stable'])}; left out (fail at every rate): {listed(groups['excluded'])}; "
+            f"runs: {listed(groups['stable'])}; left out, stuck at the unigram loss without a spike (a failure to "
+            f"learn, not the spikes or divergence Zhai follow): {listed(groups['stuck'])}; left out, failing at every "
+            f"rate (the architecture): {listed(groups['excluded'])}; "
             f"spikes = steps above {1 + SPIKE_RISE:g} × the running median of up to {SPIKE_WINDOW} steps")
     if not unstable or not stable:
         return Judgement(f"undecided at this budget: {'no' if not unstable else 'every'} run at the highest rate is "

@@ -61,6 +61,16 @@ class Finding(Judgement):
         return self.converged and self.still_changing
 
 
+def learned(val: float, unigram: float | None, reference: float | None, cfg: FindingsConfig) -> bool:
+    """A val loss that closed `trains_share` of the gap from the unigram loss to the reference's (no reference: more
+    than `unigram_margin` below the unigram loss; no unigram loss: any val loss)."""
+    if unigram is None:
+        return True
+    if reference is None or reference >= unigram:
+        return val < unigram - cfg.unigram_margin
+    return unigram - val >= cfg.trains_share * (unigram - reference)
+
+
 def _number(x) -> float | None:
     """A metrics.json value as a number (None for a missing value, a flag or text)."""
     return float(x) if isinstance(x, int | float) and not isinstance(x, bool) else None
@@ -296,10 +306,10 @@ class Evidence(Contrasts):
         return min(finite, key=lambda r: self.m.mean(r, "val_loss")) if finite else None
 
     def trains(self, run: str) -> bool:
-        """Neither diverged nor at the unigram loss (when the unigram loss is known)."""
+        """Not diverged, and its val loss closed `findings.trains_share` of the unigram-to-reference gap (learned)."""
         v = self.m.mean(run, "val_loss")
-        stuck = v is not None and self.unigram is not None and v >= self.unigram - self.cfg.unigram_margin
-        return v is not None and not self.m.any_true(run, "diverged") and not stuck
+        return v is not None and not self.m.any_true(run, "diverged") and learned(
+            v, self.unigram, self.m.mean(self.reference, "val_loss"), self.cfg)
 
     def stability_map(self) -> dict[tuple[str, bool], dict[float, dict]]:
         """(norm, warm-up) -> learning rate -> {val_loss, diverged, stuck (within unigram_margin of the unigram)}."""

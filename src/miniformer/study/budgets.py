@@ -1,0 +1,89 @@
+"""Claims about converged models, read at two budgets: this run's verdict beside the same study's verdicts at other
+budgets, and the verdict totals counted at the longest budget that ran.
+
+A claim a source made of converged models is only tested at a budget where its effect has stopped moving. The
+default study trains 300 steps; the `long` profile trains only the runs those claims read, longer. Its claims file
+(results/claims.json of that run, the same format this run writes) placed under results/budgets/ joins this run's
+report: copy it to results/budgets/long.json, then `make report`.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, replace
+from pathlib import Path
+
+from miniformer.errors import UserError
+from miniformer.study.findings import Finding
+
+BUDGETS_DIR = "budgets"  # results/budgets/<name>.json: the claims.json of the same study at another budget
+NOT_RUN = "not run"
+
+
+@dataclass(frozen=True)
+class Budget:
+    """One other budget's claims: the profile it ran, its steps, and each claim's record by the claim's text."""
+
+    profile: str
+    steps: int
+    claims: dict[str, dict]
+
+
+def read_budgets(results: Path) -> list[Budget]:
+    """Every claims file under results/budgets/, fewest steps first; a file that is not one is one clear line."""
+    budgets = []
+    for path in sorted((Path(results) / BUDGETS_DIR).glob("*.json")):
+        remedy = ("copy there the results/claims.json of a run of this study at another budget (written by "
+                  "`miniformer report` from this version on), or delete it")
+        try:
+            data = json.loads(path.read_text(encoding="utf-8"))
+            budget = Budget(str(data["profile"]), int(data["steps"]), {r["claim"]: r for r in data["claims"]})
+        except (OSError, ValueError, TypeError, KeyError):
+            raise UserError(f"{str(path)!r} is not a claims file with its profile and steps; {remedy}") from None
+        budgets.append(budget)
+    return sorted(budgets, key=lambda b: b.steps)
+
+
+def _headline(record: dict | None) -> str:
+    """A claims-file record's first estimate as 'effect ± half-width' (the report's headline effect)."""
+    known = [e for e in ((record or {}).get("estimates") or {}).values() if e and e.get("effect") is not None]
+    if not known:
+        return "—"
+    e = known[0]
+    half = "∞" if e.get("half_width") is None else f"{e['half_width']:.3f}"
+    more = f" (+{len(known) - 1} more)" if len(known) > 1 else ""
+    return f"{e['effect']:+.3f} ± {half}{more}"
+
+
+def _cell(verdict: str, still_changing: bool, effect: str) -> dict:
+    return {"verdict": verdict, "still_changing": still_changing, "effect": effect}
+
+
+def budget_rows(found: list[Finding], budgets: list[Budget], headline) -> list[dict]:
+    """One row per converged claim: its verdict, effect and trend here and at every other budget (`not run` where
+    that budget did not read it). ``headline`` gives this run's headline effect of a finding."""
+    rows = []
+    for f in found:
+        if not f.converged:
+            continue
+        others = []
+        for b in budgets:
+            r = b.claims.get(f.claim)
+            others.append(_cell(NOT_RUN, False, "—") if r is None else
+                          _cell(r["verdict"], bool(r.get("still_changing")), _headline(r)))
+        rows.append({"claim": f.claim, "counted": f.counted, "here": _cell(f.verdict, f.still_changing, headline(f)),
+                     "others": others})
+    return rows
+
+
+def at_longest_budget(found: list[Finding], steps: int, budgets: list[Budget]) -> list[Finding]:
+    """The findings with each converged claim's verdict and trend taken from the longest budget that ran it: what the
+    totals count. A claim not about converged models, or no longer budget, keeps this run's."""
+    longer = [b for b in budgets if b.steps > steps]
+    out = []
+    for f in found:
+        ran = [b.claims[f.claim] for b in longer if f.converged and b.claims.get(f.claim, {}).get("verdict")
+               not in (None, NOT_RUN)]
+        out.append(replace(f, verdict=ran[-1]["verdict"], still_changing=bool(ran[-1].get("still_changing")))
+                   if ran else f)
+    return out
