@@ -13,6 +13,7 @@ import pytest
 
 from miniformer.study.claims import CLAIMS, check_experiments, claims, required_experiments
 from miniformer.study.findings import Evidence, Finding, breakages
+from miniformer.study.roles import HEAD_RUNS
 from miniformer.study.stats import difference_quantity
 
 ORDER = ("Without positions a causal LM reads word order beyond what an n-gram of its training text does (the mask "
@@ -430,6 +431,26 @@ def test_extrapolation_order_needs_rope_between_sinusoidal_and_alibi():
     assert by_claim(runs)[claim] == "reproduced"
     runs["pos_alibi"] = seeds(2.0, loss_at_1x=2.0, loss_at_4x=2.5)  # ALiBi grows more than RoPE
     assert by_claim(runs)[claim] == "contradicted"
+
+
+def test_the_press_row_shows_ropes_growth_at_every_head_count_and_whether_it_rises():
+    """The two ends of the head sweep would suggest 'narrower heads, more growth'; the row prints every head count
+    and says when the growth does not rise steadily with it."""
+    claim = "Past the training length: sinusoidal worst, RoPE degrades, ALiBi best"
+
+    def row(growth: dict[int, float]) -> str:
+        runs = {"baseline": base(loss_at_1x=2.0, loss_at_2x=2.0 + growth[4]),
+                "pos_sinusoidal": seeds(2.0, loss_at_1x=2.0, loss_at_2x=4.0),
+                "pos_alibi": seeds(2.0, loss_at_1x=2.0, loss_at_2x=2.0)}
+        runs.update({HEAD_RUNS[h]: seeds(2.0, loss_at_1x=2.0, loss_at_2x=2.0 + g) for h, g in growth.items() if h != 4})
+        (f,) = [f for f in claims(Evidence(runs)) if f.claim == claim]
+        return f.measurement
+
+    rising = row({1: 0.01, 4: 0.1, 8: 0.2, 32: 0.3})
+    assert "at 2×: h=1 0.010, h=4 0.100, h=8 0.200, h=32 0.300 — it rises with the head count" in rising
+    assert "seeds: h=1 1, h=4 3, h=8 1, h=32 1" in rising
+    bumpy = row({1: 0.01, 4: 0.1, 8: 0.05, 32: 0.3})
+    assert "h=8 0.050, h=32 0.300 (not monotone in h) — it does not rise steadily" in bumpy
 
 
 def test_peer_comparison_outcomes():
@@ -1009,3 +1030,14 @@ def test_a_run_trains_only_once_it_closes_half_the_gap_from_the_unigram_to_the_r
     assert not trains(3.12) and not trains(2.61) and trains(2.59) and trains(1.9)
     assert trains(3.12, reference=False) and not trains(3.19, reference=False)
     assert not trains(1.9, diverged=True)
+
+
+def test_every_row_reading_the_sinusoidal_arm_says_it_carries_a_learned_scalar():
+    from miniformer.study.claims import SINUSOIDAL_NOTE
+
+    runs = {"baseline": base(loss_at_1x=2.0, loss_at_2x=2.1), "pos_sinusoidal": seeds(2.1, loss_at_1x=2.1,
+            loss_at_2x=3.0), "pos_alibi": seeds(2.0, loss_at_1x=2.0, loss_at_2x=2.0)}
+    found = claims(Evidence(runs))
+    reading = [f for f, c in zip(found, CLAIMS) if "pos_sinusoidal" in c.runs and f.verdict != "not run"]
+    assert len(reading) >= 2 and all(f.measurement.count(SINUSOIDAL_NOTE) == 1 for f in reading)
+    assert not any(SINUSOIDAL_NOTE in f.measurement for f, c in zip(found, CLAIMS) if "pos_sinusoidal" not in c.runs)

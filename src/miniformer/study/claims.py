@@ -49,6 +49,13 @@ TESTS = {
 COUNTED = ("paper", "direct", "structural")
 
 
+# what our sinusoidal arm is, on every row that reads it: not Vaswani's table added raw, but the same table times one
+# learned scalar (starting at 1), as x-transformers' ScaledSinusoidalEmbedding — a reader comparing with a source
+# should know the arm can rescale its positions
+SINUSOIDAL_NOTE = ("; the sinusoidal arm is the fixed table times one learned scalar, starting at 1 (as "
+                   "x-transformers' ScaledSinusoidalEmbedding), not Vaswani's table added unscaled")
+
+
 @dataclass(frozen=True)
 class Claim:
     claim: str
@@ -64,6 +71,8 @@ class Claim:
 
     def finding(self, ev: Evidence) -> Finding:
         judged = self.judge(ev)
+        if "pos_sinusoidal" in self.runs and judged.verdict != "not run":  # every row reading the arm says what it is
+            judged.measurement += SINUSOIDAL_NOTE
         return Finding(claim=self.claim, source=self.source, test=TESTS[self.test], counted=self.test in COUNTED,
                        source_numbers=self.source_numbers, resolves=resolution(judged), converged=self.converged,
                        **vars(judged))
@@ -259,15 +268,38 @@ def extrapolation_order(ev: Evidence) -> Judgement:
                      f"+{PRESS_SIN_MINUS_ROPE_AT_2X:.2f} nats per word-level token, a unit several characters long: "
                      "the sign carries over to ours, the size does not")
     further = _beyond_press(ev, lengths)
-    one_head = HEAD_RUNS[1]
-    if ev.m.has(one_head):  # RoPE's degradation depends on the head width in this study: the reader should see it
-        parts.append(f"RoPE here is the reference, {REFERENCE} (heads of width n_embd / 4); with one head of width "
-                     "n_embd it grows " + ", ".join(f"{_fmt(ev.scalar_growth(one_head, at))} at {at}×"
-                                                    for at in lengths))
+    by_heads = _rope_growth_by_heads(ev, lengths)
+    if by_heads:  # RoPE's degradation varies with the head count in this study: the reader should see how
+        parts.append(f"RoPE here is the reference, {REFERENCE} (4 heads of width n_embd / 4); {by_heads}")
     text = ("; ".join(parts) + f". Judged at {' and '.join(f'{m}×' for m in lengths)} (Press's 1012 and 2512 tokens "
             "for L = 512), the order needed at each" + magnitude + (f"; further out, not judged: {further}"
                                                                    if further else ""))
     return Judgement(text, all_of([greater(e) for e in estimates.values()]), estimates)
+
+
+def _rope_growth_by_heads(ev: Evidence, lengths: list[int]) -> str:
+    """RoPE's loss growth past the block at every head count that ran (fixed width: heads of n_embd / h, RoPE's
+    frequencies spread over each head's width), and whether it rises with the head count — a reading of the
+    head width that the two ends alone would overstate."""
+    heads = [h for h in sorted(HEAD_RUNS) if ev.m.has(HEAD_RUNS[h])]
+    if len(heads) < 2:
+        return ""
+    rows, monotone = [], True
+    for at in lengths:
+        growth = [ev.scalar_growth(HEAD_RUNS[h], at) for h in heads]
+        if None in growth:
+            continue
+        rising = all(a <= b for a, b in zip(growth, growth[1:]))
+        monotone &= rising
+        rows.append(f"at {at}×: " + ", ".join(f"h={h} {g:.3f}" for h, g in zip(heads, growth))
+                    + ("" if rising else " (not monotone in h)"))
+    if not rows:
+        return ""
+    seeds = ", ".join(f"h={h} {len(ev.m.values(HEAD_RUNS[h], 'val_loss'))}" for h in heads)
+    verdict = ("it rises with the head count at every length" if monotone else
+               "it does not rise steadily with the head count, so the head width alone does not explain RoPE's "
+               "growth here")
+    return f"RoPE's growth by head count (loss minus at 1×, seeds: {seeds}): {'; '.join(rows)} — {verdict}"
 
 
 def alibi_flat(ev: Evidence) -> Judgement:
@@ -340,8 +372,7 @@ def alibi_not_winning_short(ev: Evidence) -> Judgement:
     j = compare("pos_sinusoidal", "pos_alibi", "at_most", "sinusoidal − ALiBi")(ev)
     check, rope = ev.effect("pos_sinusoidal", REFERENCE), ev.effect("pos_alibi", REFERENCE)
     j.measurement += (f"; against RoPE, which Press measure equal to sinusoidal: ALiBi − RoPE = {ev.text(rope)}, "
-                      f"sinusoidal − RoPE = {ev.text(check)} (our sinusoidal arm scales the fixed table by one learned "
-                      "scalar, as x-transformers' ScaledSinusoidalEmbedding does)")
+                      f"sinusoidal − RoPE = {ev.text(check)}")
     if j.verdict != "not run" and check is not None and check.low > ev.cfg.equivalence_margin:
         j.verdict = "undecided"
         j.measurement = ("undecided: the sinusoidal arm fails the check Press's table gives it (sinusoidal ≈ rotary in "
