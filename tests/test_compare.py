@@ -61,6 +61,21 @@ def test_compare_notes_claims_measured_under_another_profile(tmp_path, capsys):
     assert "under profile 'smoke', the other run's under 'default'" in out and "0 verdict(s) changed" in out
 
 
+def test_compare_against_docs_picks_the_reference_of_your_runs_profile(tmp_path, capsys):
+    """docs/ holds a default and a long reference: a long run is held to the long one, any other to the default."""
+    (tmp_path / "ref").mkdir()
+    for profile, verdict in (("default", "reproduced"), ("long", "undecided")):
+        document = {"profile": profile, "claims": [record(verdict, 0.1, 0.03)]}
+        (tmp_path / "ref" / f"{profile}-study-claims.json").write_text(json.dumps(document))
+    for profile, changed in (("long", 0), ("smoke", 1)):
+        (tmp_path / profile).mkdir()
+        document = {"profile": profile, "claims": [record("undecided", 0.1, 0.03)]}
+        (tmp_path / profile / "claims.json").write_text(json.dumps(document))
+        assert main(["compare", "--results", str(tmp_path / profile), "--against", str(tmp_path / "ref")]) == changed
+        expected = "long-study-claims.json" if profile == "long" else "default-study-claims.json"
+        assert expected in capsys.readouterr().out
+
+
 def test_the_latex_table_escapes_and_marks_proxies():
     rows = claim_rows([record("reproduced", 0.1234, 0.05), record("undecided", -0.2, 0.1, counted=False)])
     tex = to_latex(rows)

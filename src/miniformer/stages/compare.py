@@ -17,12 +17,15 @@ from miniformer.errors import UserError
 from miniformer.study.claim_table import CLAIMS_JSON
 
 REFERENCE_CLAIMS = "default-study-claims.json"  # in docs/, beside the reference report
+PROFILE_CLAIMS = "{profile}-study-claims.json"  # docs/ holds one reference per budget: default and long
 
 
-def claims_file(path: Path) -> Path:
-    """A claims.json, or the one a folder holds (a results folder, or docs/ with the reference's)."""
+def claims_file(path: Path, profile: str | None = None) -> Path:
+    """A claims.json, or the one a folder holds (a results folder, or docs/ with the reference of this profile, else
+    the default one)."""
     if path.is_dir():
-        for name in (CLAIMS_JSON, REFERENCE_CLAIMS):
+        names = (CLAIMS_JSON, *([PROFILE_CLAIMS.format(profile=profile)] if profile else []), REFERENCE_CLAIMS)
+        for name in names:
             if (path / name).is_file():
                 return path / name
         raise UserError(f"{str(path)!r} holds no {CLAIMS_JSON} or {REFERENCE_CLAIMS} (a reference rendered before "
@@ -33,9 +36,10 @@ def claims_file(path: Path) -> Path:
     return path
 
 
-def read_claims(path: Path) -> tuple[str | None, dict[str, dict]]:
-    """(the profile the claims were measured under, the claims by their text)."""
-    file = claims_file(path)
+def read_claims(path: Path, profile: str | None = None) -> tuple[str | None, dict[str, dict]]:
+    """(the profile the claims were measured under, the claims by their text); a folder of references gives the one
+    of ``profile``, when it holds one."""
+    file = claims_file(path, profile)
     try:
         data = json.loads(file.read_text(encoding="utf-8"))
         records = data["claims"] if isinstance(data, dict) else data
@@ -91,9 +95,10 @@ def compare(mine: dict[str, dict], theirs: dict[str, dict]) -> Comparison:
 
 def run_compare(results: Path, against: Path) -> int:
     """Print the comparison; 1 when a verdict changed, else 0."""
-    (my_profile, mine), (their_profile, theirs) = read_claims(results), read_claims(against)
+    my_profile, mine = read_claims(results)
+    their_profile, theirs = read_claims(against, my_profile)
     result = compare(mine, theirs)
-    print(f"your run ({claims_file(results)}) against {claims_file(against)}:")
+    print(f"your run ({claims_file(results)}) against {claims_file(against, my_profile)}:")
     if my_profile != their_profile:
         print(f"note: your claims were measured under profile {my_profile!r}, the other run's under "
               f"{their_profile!r}: verdicts at other budgets may differ for that reason alone")
