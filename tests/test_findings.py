@@ -988,6 +988,7 @@ def test_the_budget_table_puts_each_converged_claim_beside_its_other_budgets(tmp
     assert rows[0]["here"] == {"verdict": "undecided", "still_changing": False, "effect": "here"}
     assert rows[0]["others"] == [{"verdict": "reproduced", "still_changing": True, "effect": "+0.100 ± 0.020"}]
     assert rows[1]["others"][0]["verdict"] == "not run"
+    assert (rows[0]["agree"], rows[1]["agree"]) == (False, None)  # undecided here, reproduced there; c ran once
 
 
 @pytest.mark.parametrize("text", ["{", json.dumps({"profile": "long", "claims": []}), json.dumps([1, 2])])

@@ -71,8 +71,10 @@ def budget_rows(found: list[Finding], budgets: list[Budget], headline) -> list[d
             r = b.claims.get(f.claim)
             others.append(_cell(NOT_RUN, False, "—") if r is None else
                           _cell(r["verdict"], bool(r.get("still_changing")), _headline(r)))
+        ran = [c["verdict"] for c in others if c["verdict"] != NOT_RUN]
+        agree = None if not ran else all(v == f.verdict for v in ran)
         rows.append({"claim": f.claim, "counted": f.counted, "here": _cell(f.verdict, f.still_changing, headline(f)),
-                     "others": others})
+                     "others": others, "agree": agree})
     return rows
 
 
