@@ -1042,3 +1042,23 @@ def test_every_row_reading_the_sinusoidal_arm_says_it_carries_a_learned_scalar()
     reading = [f for f, c in zip(found, CLAIMS) if "pos_sinusoidal" in c.runs and f.verdict != "not run"]
     assert len(reading) >= 2 and all(f.measurement.count(SINUSOIDAL_NOTE) == 1 for f in reading)
     assert not any(SINUSOIDAL_NOTE in f.measurement for f, c in zip(found, CLAIMS) if "pos_sinusoidal" not in c.runs)
+
+
+def test_a_claim_measured_once_per_run_whose_effect_moved_between_budgets_is_untested_at_convergence(tmp_path):
+    """No curve follows an extrapolation claim over training: when its headline effect moved between the budgets
+    by more than √(h₁² + h₂²), the longer budget's verdict is counted as untested at convergence; within that, not."""
+    from miniformer.study.budgets import at_longest_budget, budget_rows, longer_marks, read_budgets
+    from miniformer.study.stats import Estimate
+
+    def at_long(effect: float) -> Finding:
+        _budget_file(tmp_path / "budgets", "long", 800, {"c": "reproduced"})  # effect 0.1 ± 0.02 there
+        here = Finding(measurement="", verdict="reproduced", claim="c", source="s", converged=True,
+                       estimates={"e": Estimate(effect, 0.02, 0.01, 0.0, 0.95)})
+        (counted,) = at_longest_budget([here], 300, read_budgets(tmp_path))
+        (row,) = budget_rows([here], read_budgets(tmp_path), lambda f: "")
+        assert counted.still_changing == row["moved"]
+        assert longer_marks([here], 300, read_budgets(tmp_path)) == ["; reproduced at 800 steps (long)"]
+        return counted
+
+    assert at_long(0.2).untested_at_convergence  # |0.1| > √2 × 0.02
+    assert not at_long(0.12).untested_at_convergence

@@ -35,7 +35,7 @@ from miniformer.runtime.files import atomic_write_text, write_json
 from miniformer.runtime.provenance import check_digest, read_sealed_json
 from miniformer.study import figures, hovermap
 from miniformer.study.bibliography import REFERENCES
-from miniformer.study.budgets import at_longest_budget, budget_rows, read_budgets
+from miniformer.study.budgets import at_longest_budget, budget_rows, longer_marks, read_budgets
 from miniformer.study.claim_table import budget_mark, claim_files, glance_rows, headline_effect, sections_of_claims
 from miniformer.study.claims import CLAIMS, TESTS, check_experiments, claims
 from miniformer.study.contents import with_contents
@@ -481,8 +481,8 @@ def build_report(study: Study, results: Path, out: Path, data_dir: Path = DATA_D
     env = Environment(loader=templates, autoescape=select_autoescape(["html", "j2"]))
     html = env.get_template("report.html.j2").render(
         **context,
-        glance=glance_rows(found, r.base.train.steps),
-        budget_marks=[budget_mark(c, r.base.train.steps) for c in found],
+        glance=glance_rows(found, r.base.train.steps, longer_marks(found, steps, budgets)),
+        budget_marks=[budget_mark(c, steps) + m for c, m in zip(found, longer_marks(found, steps, budgets))],
         supports=sections_of_claims([c.runs for c in CLAIMS], groups),
         profile=study.profile,
         figs=r.figs,
@@ -508,23 +508,29 @@ def build_report(study: Study, results: Path, out: Path, data_dir: Path = DATA_D
     # the claims as data: `miniformer compare`, a paper's table, another budget's report (results/budgets/)
     for name, text in claim_files(found, study.profile, steps).items():
         atomic_write_text(results / name, text)
+    longest = {**dict(totals["longest_totals"]), "converged claims untested": totals["longest_untested"]}
     write_json(results / "verdicts.json", {**dict(totals["verdict_totals"]), "proxy": totals["proxy_count"],
                                            "converged claims untested": totals["untested_count"],
                                            "still changing": totals["still_changing"],
-                                           "budgets": {b.profile: b.steps for b in budgets}})
+                                           "budgets": {b.profile: b.steps for b in budgets},
+                                           "at the longest budget": longest})
     return out
 
 
 def totals_context(found: list, steps: int, budgets: list) -> dict:
-    """The verdict totals, each converged claim counted at the longest budget that ran it (this run's, or a longer
-    one's under results/budgets/)."""
+    """This run's verdict totals; and, where a longer budget's claims are under results/budgets/, the same totals
+    with each converged claim counted at the longest budget that ran it, on a line of their own."""
+    converged = [c for c in found if c.counted and c.converged]
     counted = at_longest_budget(found, steps, budgets)
-    converged = [c for c in counted if c.counted and c.converged]
-    return {"verdict_totals": list(verdict_totals(counted).items()), "converged_count": len(converged),
+    longest = [c for c in counted if c.counted and c.converged]
+    return {"verdict_totals": list(verdict_totals(found).items()), "converged_count": len(converged),
             "converged_totals": [(v, n) for v, n in verdict_totals(converged).items() if n],
             "untested_count": sum(c.untested_at_convergence for c in converged),
-            "check_totals": list(verdict_totals([c for c in counted if is_check(c)]).items()),
-            "proxy_count": sum(not c.counted for c in found), "still_changing": sum(c.still_changing for c in counted)}
+            "longest_totals": list(verdict_totals(counted).items()),
+            "longest_converged_totals": [(v, n) for v, n in verdict_totals(longest).items() if n],
+            "longest_untested": sum(c.untested_at_convergence for c in longest),
+            "check_totals": list(verdict_totals([c for c in found if is_check(c)]).items()),
+            "proxy_count": sum(not c.counted for c in found), "still_changing": sum(c.still_changing for c in found)}
 
 
 def at_unigram_level(ev: Evidence) -> list[str]:

@@ -10,6 +10,7 @@ report: copy it to results/budgets/long.json, then `make report`.
 from __future__ import annotations
 
 import json
+import math
 from dataclasses import dataclass, replace
 from pathlib import Path
 
@@ -55,6 +56,22 @@ def _headline(record: dict | None) -> str:
     return f"{e['effect']:+.3f} ± {half}{more}"
 
 
+def _first_estimate(record: dict | None) -> dict | None:
+    known = [e for e in ((record or {}).get("estimates") or {}).values() if e and e.get("effect") is not None]
+    return known[0] if known else None
+
+
+def moved_between(here: Finding, there: dict) -> bool:
+    """Whether the claim's headline effect differs between two budgets by more than the half-width of the difference
+    of two independent intervals, √(h₁² + h₂²): a claim measured once per run (not followed over training) whose
+    effect moved between budgets is not known to have converged."""
+    mine = next((e for e in here.estimates.values() if e is not None), None)
+    theirs = _first_estimate(there)
+    if mine is None or theirs is None or theirs.get("half_width") is None or math.isinf(mine.half_width):
+        return False
+    return abs(mine.value - theirs["effect"]) > math.hypot(mine.half_width, theirs["half_width"])
+
+
 def _cell(verdict: str, still_changing: bool, effect: str) -> dict:
     return {"verdict": verdict, "still_changing": still_changing, "effect": effect}
 
@@ -73,19 +90,37 @@ def budget_rows(found: list[Finding], budgets: list[Budget], headline) -> list[d
                           _cell(r["verdict"], bool(r.get("still_changing")), _headline(r)))
         ran = [c["verdict"] for c in others if c["verdict"] != NOT_RUN]
         agree = None if not ran else all(v == f.verdict for v in ran)
+        moved = any(moved_between(f, b.claims[f.claim]) for b in budgets if f.claim in b.claims)
         rows.append({"claim": f.claim, "counted": f.counted, "here": _cell(f.verdict, f.still_changing, headline(f)),
-                     "others": others, "agree": agree})
+                     "others": others, "agree": agree, "moved": moved})
     return rows
 
 
 def at_longest_budget(found: list[Finding], steps: int, budgets: list[Budget]) -> list[Finding]:
     """The findings with each converged claim's verdict and trend taken from the longest budget that ran it: what the
-    totals count. A claim not about converged models, or no longer budget, keeps this run's."""
+    second totals line counts. A claim followed over training keeps that budget's trend; one measured once per run
+    (no curve) is still changing when its effect moved between this budget and that one. A claim not about
+    converged models, or no longer budget, keeps this run's."""
     longer = [b for b in budgets if b.steps > steps]
     out = []
     for f in found:
         ran = [b.claims[f.claim] for b in longer if f.converged and b.claims.get(f.claim, {}).get("verdict")
                not in (None, NOT_RUN)]
-        out.append(replace(f, verdict=ran[-1]["verdict"], still_changing=bool(ran[-1].get("still_changing")))
-                   if ran else f)
+        if not ran:
+            out.append(f)
+            continue
+        changing = bool(ran[-1].get("still_changing")) or (f.curve is None and moved_between(f, ran[-1]))
+        out.append(replace(f, verdict=ran[-1]["verdict"], still_changing=changing))
     return out
+
+
+def longer_marks(found: list[Finding], steps: int, budgets: list[Budget]) -> list[str]:
+    """Per finding, the verdict of each longer budget that ran it ("; reproduced at 800 steps (long)"), for the
+    at-a-glance table and the claims table: a reader sees both budgets where the verdict is read."""
+    longer = [b for b in budgets if b.steps > steps]
+    marks = []
+    for f in found:
+        parts = [f"; {b.claims[f.claim]['verdict']} at {b.steps} steps ({b.profile})" for b in longer
+                 if f.converged and b.claims.get(f.claim, {}).get("verdict") not in (None, NOT_RUN)]
+        marks.append("".join(parts))
+    return marks

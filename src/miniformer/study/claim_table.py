@@ -110,13 +110,15 @@ def budget_mark(f: Finding, steps: int | None) -> str:
     return f" at {steps} steps" + (" (converged claim untested: still changing)" if f.untested_at_convergence else "")
 
 
-def glance_rows(found: list[Finding], steps: int | None = None) -> list[dict]:
-    """The report's findings-at-a-glance table: number, claim, verdict (with its budget mark; proxies marked), the
-    headline effect. A skimming reader gets the same qualifiers as the claims table."""
+def glance_rows(found: list[Finding], steps: int | None = None, longer: list[str] | None = None) -> list[dict]:
+    """The report's findings-at-a-glance table: number, claim, verdict (with its budget mark, a longer budget's
+    verdict where one ran it, proxies marked), the headline effect. A skimming reader gets the same qualifiers as the
+    claims table."""
+    longer = longer or [""] * len(found)
     return [{"number": i, "claim": f.claim,
-             "verdict": f.verdict + budget_mark(f, steps) + ("" if f.counted else " (proxy)"),
+             "verdict": f.verdict + budget_mark(f, steps) + later + ("" if f.counted else " (proxy)"),
              "css": f.verdict.replace(" ", "-") if f.counted else "proxy", "effect": headline_effect(f)}
-            for i, f in enumerate(found, 1)]
+            for i, (f, later) in enumerate(zip(found, longer), 1)]
 
 
 def sections_of_claims(claim_runs: list[tuple[str, ...]], groups: dict[str, str]) -> dict[str, list[int]]:
