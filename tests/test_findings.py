@@ -1094,3 +1094,17 @@ def test_nguyens_row_says_when_no_rate_was_tuned():
     swept = row({"baseline": [("baseline", 0.002), ("baseline/lr=0.01", 0.01)],
                  "block_post_norm": [("block_post_norm", 0.002)]})
     assert "each at its best learning rate (block_post_norm, baseline/lr=0.01)" in swept
+
+
+def test_the_longest_run_counts_its_unfollowed_claim_untested_when_it_moved_from_a_shorter_budget(tmp_path):
+    """Both reports agree: seen from the long run, a claim with no curve whose effect moved since the shorter budget
+    is untested at convergence too."""
+    from miniformer.study.budgets import at_longest_budget, read_budgets
+    from miniformer.study.stats import Estimate
+
+    _budget_file(tmp_path / "budgets", "default", 300, {"c": "undecided"})  # effect 0.1 ± 0.02 there
+    for effect, untested in ((0.2, True), (0.12, False)):
+        here = Finding(measurement="", verdict="undecided", claim="c", source="s", converged=True,
+                       estimates={"e": Estimate(effect, 0.02, 0.01, 0.0, 0.95)})
+        (counted,) = at_longest_budget([here], 800, read_budgets(tmp_path))
+        assert counted.untested_at_convergence is untested and counted.verdict == "undecided"

@@ -106,11 +106,13 @@ def at_longest_budget(found: list[Finding], steps: int, budgets: list[Budget]) -
     for f in found:
         ran = [b.claims[f.claim] for b in longer if f.converged and b.claims.get(f.claim, {}).get("verdict")
                not in (None, NOT_RUN)]
-        if not ran:
-            out.append(f)
+        if ran:
+            changing = bool(ran[-1].get("still_changing")) or (f.curve is None and moved_between(f, ran[-1]))
+            out.append(replace(f, verdict=ran[-1]["verdict"], still_changing=changing))
             continue
-        changing = bool(ran[-1].get("still_changing")) or (f.curve is None and moved_between(f, ran[-1]))
-        out.append(replace(f, verdict=ran[-1]["verdict"], still_changing=changing))
+        shorter = [b.claims[f.claim] for b in budgets if b.steps < steps and f.claim in b.claims]
+        moved = f.converged and f.curve is None and any(moved_between(f, r) for r in shorter)
+        out.append(replace(f, still_changing=True) if moved else f)  # this run is the longest: did it move to here?
     return out
 
 
