@@ -1108,3 +1108,19 @@ def test_the_longest_run_counts_its_unfollowed_claim_untested_when_it_moved_from
                        estimates={"e": Estimate(effect, 0.02, 0.01, 0.0, 0.95)})
         (counted,) = at_longest_budget([here], 800, read_budgets(tmp_path))
         assert counted.untested_at_convergence is untested and counted.verdict == "undecided"
+
+
+def test_another_budgets_headline_effect_and_marks_read_like_this_runs(tmp_path):
+    """The other budget's cell reads like the report's own headline: the first estimate with a value, '(+n more)',
+    '—' without one; a claim not about converged models gets no longer-budget mark."""
+    from miniformer.study.budgets import _headline, longer_marks, read_budgets
+
+    two = {"estimates": {"a": None, "b": {"effect": 0.1, "half_width": None}, "c": {"effect": 0.2, "half_width": 0.01},
+                         "d": {"effect": None, "half_width": 0.1}}}
+    assert _headline(two) == "+0.100 ± ∞ (+1 more)"
+    assert _headline({"estimates": {"a": {"effect": -0.25, "half_width": 0.5}}}) == "-0.250 ± 0.500"
+    assert _headline({"estimates": {}}) == "—" and _headline(None) == "—"
+    _budget_file(tmp_path / "budgets", "long", 800, {"c": "reproduced"})
+    found = [Finding(measurement="", verdict="undecided", claim="c", source="s", converged=conv) for conv in (True,
+                                                                                                           False)]
+    assert longer_marks(found, 300, read_budgets(tmp_path)) == ["; reproduced at 800 steps (long)", ""]
