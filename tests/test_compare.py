@@ -8,8 +8,8 @@ import json
 import pytest
 
 from miniformer.cli import main
-from miniformer.stages.compare import compare, moved
-from miniformer.study.claim_table import claim_rows, latex_escape, to_latex
+from miniformer.stages.compare import compare
+from miniformer.study.claim_table import claim_rows, latex_escape, moved, to_latex
 
 
 def record(verdict: str, effect: float, half: float, counted: bool = True) -> dict:

@@ -9,12 +9,11 @@ A smaller difference is what another machine's float order or thread count produ
 from __future__ import annotations
 
 import json
-import math
 from dataclasses import dataclass, field
 from pathlib import Path
 
 from miniformer.errors import UserError
-from miniformer.study.claim_table import CLAIMS_JSON
+from miniformer.study.claim_table import CLAIMS_JSON, estimate_text, moved
 
 REFERENCE_CLAIMS = "default-study-claims.json"  # in docs/, beside the reference report
 PROFILE_CLAIMS = "{profile}-study-claims.json"  # docs/ holds one reference per budget: default and long
@@ -49,26 +48,12 @@ def read_claims(path: Path, profile: str | None = None) -> tuple[str | None, dic
                         "with `miniformer report`") from None
 
 
-def moved(mine: dict | None, theirs: dict | None) -> bool | None:
-    """Whether two estimates of one effect differ by more than their difference's 95 % half-width (None: cannot say)."""
-    if not mine or not theirs or None in (mine["effect"], theirs["effect"], mine["half_width"], theirs["half_width"]):
-        return None
-    return abs(mine["effect"] - theirs["effect"]) > math.hypot(mine["half_width"], theirs["half_width"])
-
-
 @dataclass
 class Comparison:
     lines: list[str] = field(default_factory=list)
     changed_verdicts: int = 0
     moved_effects: int = 0
     only_one_side: int = 0
-
-
-def _estimate_text(e: dict | None) -> str:
-    if not e or e["effect"] is None:
-        return "—"
-    half = "∞" if e["half_width"] is None else f"{e['half_width']:.3f}"
-    return f"{e['effect']:+.3f} ± {half}"
 
 
 def compare(mine: dict[str, dict], theirs: dict[str, dict]) -> Comparison:
@@ -89,7 +74,7 @@ def compare(mine: dict[str, dict], theirs: dict[str, dict]) -> Comparison:
             shift = moved(ea, eb)
             out.moved_effects += bool(shift)
             flag = {True: "  MOVED", False: "", None: "  (not comparable)"}[shift]
-            out.lines.append(f"           {name}: {_estimate_text(ea)}  (reference {_estimate_text(eb)}){flag}")
+            out.lines.append(f"           {name}: {estimate_text(ea)}  (reference {estimate_text(eb)}){flag}")
     return out
 
 

@@ -471,6 +471,7 @@ def build_report(study: Study, results: Path, out: Path, data_dir: Path = DATA_D
     steps = r.base.train.steps
     budgets = read_budgets(results)
     totals = totals_context(found, steps, budgets)
+    later = longer_marks(found, steps, budgets)  # each converged claim's verdict at a longer budget, both tables
     context: dict = {}
     for section in SECTIONS:
         context.update(section(r))
@@ -481,8 +482,8 @@ def build_report(study: Study, results: Path, out: Path, data_dir: Path = DATA_D
     env = Environment(loader=templates, autoescape=select_autoescape(["html", "j2"]))
     html = env.get_template("report.html.j2").render(
         **context,
-        glance=glance_rows(found, r.base.train.steps, longer_marks(found, steps, budgets)),
-        budget_marks=[budget_mark(c, steps) + m for c, m in zip(found, longer_marks(found, steps, budgets))],
+        glance=glance_rows(found, steps, later),
+        budget_marks=[budget_mark(c, steps) + m for c, m in zip(found, later)],
         supports=sections_of_claims([c.runs for c in CLAIMS], groups),
         profile=study.profile,
         figs=r.figs,

@@ -15,6 +15,7 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 
 from miniformer.errors import UserError
+from miniformer.study.claim_table import estimate_text, moved, record_estimates
 from miniformer.study.findings import Finding
 
 BUDGETS_DIR = "budgets"  # results/budgets/<name>.json: the claims.json of the same study at another budget
@@ -47,29 +48,26 @@ def read_budgets(results: Path) -> list[Budget]:
 
 def _headline(record: dict | None) -> str:
     """A claims-file record's first estimate as 'effect ± half-width' (the report's headline effect)."""
-    known = [e for e in ((record or {}).get("estimates") or {}).values() if e and e.get("effect") is not None]
-    if not known:
-        return "—"
-    e = known[0]
-    half = "∞" if e.get("half_width") is None else f"{e['half_width']:.3f}"
+    known = record_estimates(record)
     more = f" (+{len(known) - 1} more)" if len(known) > 1 else ""
-    return f"{e['effect']:+.3f} ± {half}{more}"
-
-
-def _first_estimate(record: dict | None) -> dict | None:
-    known = [e for e in ((record or {}).get("estimates") or {}).values() if e and e.get("effect") is not None]
-    return known[0] if known else None
+    return estimate_text(known[0]) + more if known else "—"
 
 
 def moved_between(here: Finding, there: dict) -> bool:
-    """Whether the claim's headline effect differs between two budgets by more than the half-width of the difference
-    of two independent intervals, √(h₁² + h₂²): a claim measured once per run (not followed over training) whose
-    effect moved between budgets is not known to have converged."""
+    """Whether the claim's headline effect moved between two budgets beyond √(h₁² + h₂²) (claim_table.moved): a
+    claim measured once per run (not followed over training) whose effect moved between budgets is not known to have
+    converged."""
     mine = next((e for e in here.estimates.values() if e is not None), None)
-    theirs = _first_estimate(there)
-    if mine is None or theirs is None or theirs.get("half_width") is None or math.isinf(mine.half_width):
+    theirs = next(iter(record_estimates(there)), None)
+    if mine is None or math.isinf(mine.half_width):
         return False
-    return abs(mine.value - theirs["effect"]) > math.hypot(mine.half_width, theirs["half_width"])
+    return bool(moved({"effect": mine.value, "half_width": mine.half_width}, theirs))
+
+
+def _ran_longer(f: Finding, steps: int, budgets: list[Budget]) -> list[tuple[Budget, dict]]:
+    """The longer budgets that judged this converged claim (not 'not run'), fewest steps first, with its record."""
+    return [(b, b.claims[f.claim]) for b in budgets if b.steps > steps and f.converged
+            and b.claims.get(f.claim, {}).get("verdict") not in (None, NOT_RUN)]
 
 
 def _cell(verdict: str, still_changing: bool, effect: str) -> dict:
@@ -101,11 +99,9 @@ def at_longest_budget(found: list[Finding], steps: int, budgets: list[Budget]) -
     second totals line counts. A claim followed over training keeps that budget's trend; one measured once per run
     (no curve) is still changing when its effect moved between this budget and that one. A claim not about
     converged models, or no longer budget, keeps this run's."""
-    longer = [b for b in budgets if b.steps > steps]
     out = []
     for f in found:
-        ran = [b.claims[f.claim] for b in longer if f.converged and b.claims.get(f.claim, {}).get("verdict")
-               not in (None, NOT_RUN)]
+        ran = [r for _, r in _ran_longer(f, steps, budgets)]
         if ran:
             changing = bool(ran[-1].get("still_changing")) or (f.curve is None and moved_between(f, ran[-1]))
             out.append(replace(f, verdict=ran[-1]["verdict"], still_changing=changing))
@@ -119,10 +115,5 @@ def at_longest_budget(found: list[Finding], steps: int, budgets: list[Budget]) -
 def longer_marks(found: list[Finding], steps: int, budgets: list[Budget]) -> list[str]:
     """Per finding, the verdict of each longer budget that ran it ("; reproduced at 800 steps (long)"), for the
     at-a-glance table and the claims table: a reader sees both budgets where the verdict is read."""
-    longer = [b for b in budgets if b.steps > steps]
-    marks = []
-    for f in found:
-        parts = [f"; {b.claims[f.claim]['verdict']} at {b.steps} steps ({b.profile})" for b in longer
-                 if f.converged and b.claims.get(f.claim, {}).get("verdict") not in (None, NOT_RUN)]
-        marks.append("".join(parts))
-    return marks
+    return ["".join(f"; {r['verdict']} at {b.steps} steps ({b.profile})" for b, r in _ran_longer(f, steps, budgets))
+            for f in found]

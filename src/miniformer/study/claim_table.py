@@ -130,3 +130,26 @@ def sections_of_claims(claim_runs: list[tuple[str, ...]], groups: dict[str, str]
             if group is not None:
                 out.setdefault(group, []).append(number)
     return out
+
+
+# --- reading a claims file's estimates (`miniformer compare`, another budget's cells: study/budgets.py) -------------
+
+def estimate_text(e: dict | None) -> str:
+    """A claims-file estimate as 'effect ± half-width' ('—' without an effect, '∞' for an unbounded interval)."""
+    if not e or e.get("effect") is None:
+        return "—"
+    half = "∞" if e.get("half_width") is None else f"{e['half_width']:.3f}"
+    return f"{e['effect']:+.3f} ± {half}"
+
+
+def record_estimates(record: dict | None) -> list[dict]:
+    """A claims-file record's estimates that carry an effect, in the record's order."""
+    return [e for e in ((record or {}).get("estimates") or {}).values() if e and e.get("effect") is not None]
+
+
+def moved(mine: dict | None, theirs: dict | None) -> bool | None:
+    """Whether two estimates of one effect differ by more than their difference's 95 % half-width, √(h₁² + h₂²) for
+    two independent intervals (None: cannot say)."""
+    if not mine or not theirs or None in (mine["effect"], theirs["effect"], mine["half_width"], theirs["half_width"]):
+        return None
+    return abs(mine["effect"] - theirs["effect"]) > math.hypot(mine["half_width"], theirs["half_width"])
