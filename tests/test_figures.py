@@ -123,6 +123,14 @@ def test_a_step_log_curve_says_which_seed_and_which_estimate_it_shows():
                                        "seed 0 of each run; the step log's estimate on 4 fixed val batches")
 
 
+def test_a_stability_cell_the_rows_count_as_failing_says_so():
+    """The warm-up row counts a run 0.08 below the unigram loss as failing: its cell in the map says the same."""
+    cells = {("post", True): {0.01: {"val_loss": 3.145, "diverged": False, "stuck": False, "trains": False}},
+             ("pre", True): {0.01: {"val_loss": 1.775, "diverged": False, "stuck": False, "trains": True}}}
+    texts = [t.get_text() for t in figures.stability_map(cells, 3.227).axes[0].texts]
+    assert "3.145 fails" in texts and "1.775" in texts
+
+
 def test_a_stability_cell_that_did_not_run_says_so():
     """seaborn leaves a missing cell blank; the map writes "not run" in it, so an empty square is never a mystery."""
     cells = {("pre", True): {0.002: {"val_loss": 1.8, "diverged": False, "stuck": False},

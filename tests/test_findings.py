@@ -136,7 +136,8 @@ def test_stability_map_marks_runs_at_the_unigram_loss():
               "baseline": [("baseline", 0.002)]}
     cells = Evidence(m, unigram=3.25, sweeps=sweeps).stability_map()
     assert cells[("post", True)][0.002] == {"run": "block_post_norm", "val_loss": 3.24, "diverged": False,
-                                            "stuck": True}
+                                            "stuck": True, "trains": False}
+    assert cells[("pre", True)][0.002]["trains"]
     assert cells[("post", True)][0.0005]["diverged"] and not cells[("post", True)][0.0005]["stuck"]
     assert cells[("pre", True)][0.002]["val_loss"] == pytest.approx(2.0)
     assert ("post", False) not in cells

@@ -298,8 +298,8 @@ def off_scale(ax, series: dict[str, list[tuple[str, float, float]]], references:
 
 
 def stability_map(cells: dict, unigram: float | None):
-    """Final val loss per (norm placement, warm-up) row and learning-rate column; runs that diverged or sit at the
-    unigram loss (learned nothing from context) are marked in the cell."""
+    """Final val loss per (norm placement, warm-up) row and learning-rate column; runs that diverged, sit at the
+    unigram loss (learned nothing from context) or fail the claims' "trains" rule are marked in the cell."""
     rows = sorted(cells, key=lambda r: (r[0] != "pre", not r[1]))
     lrs = sorted({lr for r in rows for lr in cells[r]})
     values = np.full((len(rows), len(lrs)), np.nan)
@@ -311,7 +311,8 @@ def stability_map(cells: dict, unigram: float | None):
                 notes[i][j] = "not run"
                 continue
             values[i, j] = cell["val_loss"]
-            mark = " diverged" if cell["diverged"] else (" = unigram" if cell["stuck"] else "")
+            mark = (" diverged" if cell["diverged"] else " = unigram" if cell["stuck"] else
+                    "" if cell.get("trains", True) else " fails")  # fails: short of half the way to the reference
             notes[i][j] = f"{cell['val_loss']:.3f}{mark}"
     fig, ax = plt.subplots(figsize=(1.9 * len(lrs) + 3, 0.7 * len(rows) + 1.6))
     sns.heatmap(values, ax=ax, annot=np.array(notes), fmt="", cmap="rocket_r", cbar_kws={"label": "val loss"},
