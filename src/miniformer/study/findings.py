@@ -312,18 +312,14 @@ class Evidence(Contrasts):
             v, self.unigram, self.m.mean(self.reference, "val_loss"), self.cfg)
 
     def stability_map(self) -> dict[tuple[str, bool], dict[float, dict]]:
-        """(norm, warm-up) -> learning rate -> {val_loss, diverged, stuck (within unigram_margin of the unigram),
-        trains (the rows' own rule, `trains`: the map marks what the warm-up and best-rate rows count as failing)}."""
+        """(norm, warm-up) -> learning rate -> {val_loss, diverged, stuck (near the unigram), trains (rows' rule)}."""
         out: dict[tuple[str, bool], dict[float, dict]] = {}
         for row, exp in STABILITY_ROWS.items():
             for name, lr in self.sweeps.get(exp, []):
-                v = self.m.mean(name, "val_loss")
-                if v is None:
-                    continue
-                stuck = self.unigram is not None and v >= self.unigram - self.cfg.unigram_margin
-                diverged = self.m.any_true(name, "diverged")
-                out.setdefault(row, {})[lr] = {"run": name, "val_loss": v, "diverged": diverged, "stuck": bool(stuck),
-                                               "trains": self.trains(name)}
+                if (v := self.m.mean(name, "val_loss")) is not None:
+                    stuck = self.unigram is not None and v >= self.unigram - self.cfg.unigram_margin
+                    out.setdefault(row, {})[lr] = dict(run=name, val_loss=v, diverged=self.m.any_true(name, "diverged"),
+                                                       stuck=bool(stuck), trains=self.trains(name))
         return out
 
     def text(self, e: Estimate | None) -> str:
