@@ -422,7 +422,7 @@ def test_the_finetune_probe_runs_end_to_end_on_a_tiny_model_and_leaves_it_untouc
     data = SimpleNamespace(vocab_size=tok.vocab_size, tokenizer=tok, splits={s: ids for s in ("train", "val", "test")})
     params = tiny_params("corpus.txt")
     params["train"]["objective"] = objective
-    params["eval"].update(finetune=True, finetune_steps=3, finetune_items=16)
+    params["eval"].update(finetune=True, finetune_steps=3, finetune_items=16, finetune_seeds=1)
     params["model"]["block_size"] = 32
     run = Study(params).config("baseline", 0)
     torch.manual_seed(0)
@@ -435,6 +435,31 @@ def test_the_finetune_probe_runs_end_to_end_on_a_tiny_model_and_leaves_it_untouc
     assert all(torch.equal(before[k], v) for k, v in model.state_dict().items())  # it fine-tuned a copy
     run_off = Study(tiny_params("corpus.txt")).config("baseline", 0)  # eval.finetune off: nothing measured
     assert finetune(Subject(run_off, model, data, torch.device("cpu"))).values == {}
+    # several fine-tunes: each item's outcome is their mean, the accuracy the mean of theirs, each from its own seed
+    params["eval"]["finetune_seeds"] = 3
+    subject = Subject(Study(params).config("baseline", 0), model.eval(), data, torch.device("cpu"))
+    several = finetune(subject)
+    result = several.values["finetune"]
+    assert result["seeds"] == [0, 1000, 2000] and len(result["per_seed"]) == 3
+    from miniformer.evaluation.finetune import FINETUNE_LR, finetuned_outcomes
+    each = [finetuned_outcomes(subject, FINETUNE_LR, seed)[0] for seed in result["seeds"]]
+    assert several.samples["finetune"] == pytest.approx(np.mean(each, axis=0).tolist())
+    assert result["per_seed"] == pytest.approx([np.mean(o) for o in each])
+    assert result["accuracy"] == pytest.approx(np.mean(each))
+    assert each[0] == measured.samples["finetune"]  # the first fine-tune is the one a single fine-tune runs
+
+
+def test_the_finetune_reads_every_item_at_the_longest_items_length_within_the_block():
+    from miniformer.evaluation.finetune import encode_line, item_length
+    from miniformer.tokenizer import CharTokenizer
+
+    tok = CharTokenizer.train("abc de\nfgh:\n")
+    s = SimpleNamespace(tok=tok, T=8)
+    assert item_length(s, [("ab", 1), ("abcde", 0), ("a", 1)]) == 6  # a line break + the longest line
+    assert item_length(s, [("abcde abcde", 1)]) == 8  # never past the block
+    newline = tok.encode("\n")
+    assert encode_line(s, "ab", 6) == newline * 3 + tok.encode("\nab")  # line breaks in front
+    assert encode_line(s, "abcde abcde", 8) == tok.encode("\nabcde abcde")[-8:]  # its end kept
 
 
 # --- the n-gram reference, by hand -----------------------------------------------------------------------------------

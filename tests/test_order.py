@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 import torch
 
-from miniformer.evaluation.order import ORDER_TIE, sequence_score, swapped_lines
+from miniformer.evaluation.order import ORDER_TIE, sequence_score, sequence_scores, swapped_lines
 from miniformer.evaluation.subject import Subject
 from miniformer.network.model import MiniFormer, ModelConfig
 from miniformer.network.objectives import OBJECTIVES, Specials
@@ -54,6 +54,20 @@ def test_a_bidirectional_mlm_without_positions_ties_exactly_and_with_positions_d
         # the causal mask alone breaks the symmetry, positions or not (Haviv 2022)
         causal = scorer("causal", "none")
         assert abs(sequence_score(causal, true) - sequence_score(causal, swapped)) > 100 * ORDER_TIE
+
+
+@pytest.mark.parametrize("objective,pos", [("causal", "rope"), ("prefix", "alibi"), ("mlm", "rope")])
+def test_batched_sequence_scores_are_each_sequence_scored_alone(objective, pos):
+    """Sequences of mixed lengths, in mixed order: each score is the one sequence_score gives it alone (the batch of
+    one length is read under the causal mask, which keeps its rows apart)."""
+    s = scorer(objective, pos)
+    g = torch.Generator().manual_seed(4)
+    sequences = [torch.randint(0, 20, (n,), generator=g).tolist() for n in (6, 9, 6, 12, 9, 6, 16)]
+    with torch.no_grad():
+        alone = [sequence_score(s, ids) for ids in sequences]
+        batched = sequence_scores(s, sequences)
+    assert batched == pytest.approx(alone, abs=1e-4)
+    assert len(set(round(v, 3) for v in alone)) == len(alone)  # distinct: a row scored for another would show
 
 
 class SeesTheHiddenToken(torch.nn.Module):

@@ -121,3 +121,13 @@ def test_an_experiment_limited_to_some_profiles_runs_only_there(tmp_path, corpus
     for stage in ("runs", "eval"):
         note = tmp_path / "results" / stage / "block_gpt2_init" / "NOT_RUN"
         assert "does not run in the default profile" in note.read_text()
+
+
+def test_all_seeds_may_name_the_profiles_where_an_experiment_runs_every_seed(corpus):
+    params = tiny_params(corpus)
+    params["experiments"]["pos_learned"]["all_seeds"] = ["long"]
+    params["profiles"] = {"long": {}, "default": {}}
+    for profile, expected in [("long", params["seeds"]), ("default", params["seeds"][:1])]:
+        assert Study({**params, "profile": profile}).seeds_for("pos_learned") == expected
+    params["experiments"]["pos_learned"]["all_seeds"] = True
+    assert Study({**params, "profile": "default"}).seeds_for("pos_learned") == params["seeds"]

@@ -95,6 +95,7 @@ class EvalConfig:
     finetune: bool = False  # also fine-tune on the downstream task and score it (evaluation/finetune.py)
     finetune_steps: int = 100  # fine-tuning steps (batches of train.batch_size pairs), the same for every objective
     finetune_items: int = 512  # held-out test pairs the fine-tuned model is scored on
+    finetune_seeds: int = 3  # fine-tunes of each pre-trained model, each item's outcome averaged over them
 
 
 SECTIONS: dict[str, type] = {"data": DataConfig, "model": ModelConfig, "train": TrainConfig, "eval": EvalConfig}
@@ -334,15 +335,15 @@ class Study:
         return self.raw.get("profiles", {}).get(self.profile, {})
 
     def seeds_for(self, experiment: str) -> list[int]:
-        """The reference (and experiments marked all_seeds) run every seed; the rest the first `seeds:` of them (an
-        experiment whose claim needs its own spread), or as many as the profile says, whichever is more; a sweep
-        point runs its experiment's first seed."""
+        """The reference and experiments marked all_seeds (true, or a list naming this profile) run every seed; the
+        rest their first `seeds:` or the profile's count, whichever is more; a sweep point its experiment's first."""
         if experiment in self.points and self.active(experiment):
             return self.seeds_for(self.points[experiment][0])[:1]
         if not self.active(experiment):
             return []
         exp = self.experiments[experiment]
-        if experiment == self.reference or exp.get("all_seeds"):
+        every = exp.get("all_seeds", False)
+        if experiment == self.reference or every is True or self.profile in (every or []):
             return list(self.seeds)
         n = max(self._profile_overrides().get("seeds_per_experiment", 1), exp.get("seeds", 1))
         return list(self.seeds[: max(1, n)])
@@ -489,7 +490,11 @@ def _check_experiment(name: Any, exp: dict) -> None:
                         "folders under results/ and Snakemake/DVC jobs)")
     _check_keys(exp, EXPERIMENT_KEYS, f"experiments.{name}.")
     _check_value(exp.get("hypothesis", ""), str, f"experiments.{name}.hypothesis")
-    _check_value(exp.get("all_seeds", False), bool, f"experiments.{name}.all_seeds")
+    every = exp.get("all_seeds", False)
+    if not (type(every) is bool or (isinstance(every, list) and every and all(p in PROFILES for p in every))):
+        shown = ", ".join(map(repr, every)) if isinstance(every, list) else _short(every)
+        raise UserError(f"params: experiments.{name}.all_seeds = {shown} must be true, false or a non-empty list of "
+                        f"the profiles where it runs every seed, from {', '.join(PROFILES)}")
     n = exp.get("seeds", 1)
     if type(n) is not int or n < 1:
         raise UserError(f"params: experiments.{name}.seeds = {_short(n)} must be an integer >= 1 (how many of the "
@@ -589,6 +594,7 @@ def _validate_eval(e: EvalConfig, where: str) -> None:
         (e.temperature >= 0, f"eval.temperature = {e.temperature} must be >= 0 (0 = greedy)"),
         (e.finetune_steps > 0 and e.finetune_items >= 8,
          f"eval.finetune_steps = {e.finetune_steps} must be > 0 and eval.finetune_items = {e.finetune_items} >= 8"),
+        (e.finetune_seeds >= 1, f"eval.finetune_seeds = {e.finetune_seeds} must be >= 1 (fine-tunes per model)"),
     ]
     for ok, message in checks:
         if not ok:

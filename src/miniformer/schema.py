@@ -29,7 +29,8 @@ def params_schema() -> dict:
     sections = {name: section_schema(cls) for name, cls in SECTIONS.items()}
     overrides = {name: sections[name] for name in ("model", "train", "eval")}
     experiment = {"type": "object", "required": ["group"], "additionalProperties": False, "properties": {
-        "group": {"enum": list(GROUPS)}, "hypothesis": {"type": "string"}, "all_seeds": {"type": "boolean"},
+        "group": {"enum": list(GROUPS)}, "hypothesis": {"type": "string"}, "all_seeds": {"anyOf": [
+            {"type": "boolean"}, {"type": "array", "items": {"enum": list(PROFILES)}, "minItems": 1}]},
         "seeds": {"type": "integer", "minimum": 1},
         "peer": {"type": "boolean"},
         "profiles": {"type": "array", "items": {"enum": list(PROFILES)}, "minItems": 1},
