@@ -125,16 +125,24 @@ def test_a_step_log_curve_says_which_seed_and_which_estimate_it_shows():
 
 def test_a_stability_cell_the_rows_count_as_failing_says_so():
     """The warm-up row counts a run 0.08 below the unigram loss as failing: its cell in the map says the same."""
-    cells = {("post", True): {0.01: {"val_loss": 3.145, "diverged": False, "stuck": False, "trains": False}},
-             ("pre", True): {0.01: {"val_loss": 1.775, "diverged": False, "stuck": False, "trains": True}}}
+    cells = {("post", "warm-up"): {0.01: {"val_loss": 3.145, "diverged": False, "stuck": False, "trains": False}},
+             ("pre", "warm-up"): {0.01: {"val_loss": 1.775, "diverged": False, "stuck": False, "trains": True}}}
     texts = [t.get_text() for t in figures.stability_map(cells, 3.227).axes[0].texts]
     assert "3.145 fails" in texts and "1.775" in texts
 
 
 def test_a_stability_cell_that_did_not_run_says_so():
     """seaborn leaves a missing cell blank; the map writes "not run" in it, so an empty square is never a mystery."""
-    cells = {("pre", True): {0.002: {"val_loss": 1.8, "diverged": False, "stuck": False},
+    cells = {("pre", "warm-up"): {0.002: {"val_loss": 1.8, "diverged": False, "stuck": False},
                              0.01: {"val_loss": 1.78, "diverged": False, "stuck": False}},
-             ("pre", False): {0.01: {"val_loss": 1.9, "diverged": False, "stuck": False}}}
+             ("pre", "no warm-up"): {0.01: {"val_loss": 1.9, "diverged": False, "stuck": False}}}
     texts = [t.get_text() for t in figures.stability_map(cells, 3.2).axes[0].texts]
     assert "not run" in texts and "1.900" in texts
+
+
+def test_stability_rows_are_drawn_in_the_order_given_with_their_warm_up():
+    cell = {"val_loss": 2.0, "diverged": False, "stuck": False}
+    cells = {("pre", "warm-up"): {0.002: cell}, ("pre", "long warm-up"): {0.01: cell},
+             ("post", "no warm-up"): {0.01: cell}}
+    labels = [t.get_text() for t in figures.stability_map(cells, 3.2).axes[0].get_yticklabels()]
+    assert labels == ["pre-norm, warm-up", "pre-norm, long warm-up", "post-norm, no warm-up"]

@@ -135,12 +135,21 @@ def test_stability_map_marks_runs_at_the_unigram_loss():
     sweeps = {"block_post_norm": [("block_post_norm", 0.002), ("block_post_norm/lr=0.0005", 0.0005)],
               "baseline": [("baseline", 0.002)]}
     cells = Evidence(m, unigram=3.25, sweeps=sweeps).stability_map()
-    assert cells[("post", True)][0.002] == {"run": "block_post_norm", "val_loss": 3.24, "diverged": False,
+    assert cells[("post", "warm-up")][0.002] == {"run": "block_post_norm", "val_loss": 3.24, "diverged": False,
                                             "stuck": True, "trains": False}
-    assert cells[("pre", True)][0.002]["trains"]
-    assert cells[("post", True)][0.0005]["diverged"] and not cells[("post", True)][0.0005]["stuck"]
-    assert cells[("pre", True)][0.002]["val_loss"] == pytest.approx(2.0)
-    assert ("post", False) not in cells
+    assert cells[("pre", "warm-up")][0.002]["trains"]
+    assert cells[("post", "warm-up")][0.0005]["diverged"] and not cells[("post", "warm-up")][0.0005]["stuck"]
+    assert cells[("pre", "warm-up")][0.002]["val_loss"] == pytest.approx(2.0)
+    assert ("post", "no warm-up") not in cells
+
+
+def test_stability_map_has_the_long_warm_up_rows_that_decide_xiong():
+    m = {"baseline": base(), "block_post_norm_long_warmup": seeds(2.1), "block_pre_norm_long_warmup": seeds(2.0)}
+    sweeps = {"baseline": [("baseline", 0.002)], "block_post_norm_long_warmup": [("block_post_norm_long_warmup", 0.01)],
+              "block_pre_norm_long_warmup": [("block_pre_norm_long_warmup", 0.01)]}
+    cells = Evidence(m, unigram=3.25, sweeps=sweeps).stability_map()
+    assert cells[("post", "long warm-up")][0.01]["run"] == "block_post_norm_long_warmup"
+    assert cells[("pre", "long warm-up")][0.01]["val_loss"] == pytest.approx(2.0)
 
 
 def test_breakage_log_explains_a_leak():

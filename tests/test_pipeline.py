@@ -407,3 +407,25 @@ def test_the_reports_anchors_resolve_and_its_glance_table_agrees_with_the_claims
     assert {"still changing", "settled"} & set(trends), trends
     assert dom.index('id="at-a-glance"') < dom.index('id="contents"') < dom.index("<b>Method.</b>")
     assert {f"claim-{i}" for i in range(1, len(table) + 1)} <= set(page.links)
+
+
+def test_a_profile_without_the_head_sweep_draws_no_head_count_curve_and_says_where_it_runs(smk, tmp_path):
+    """The default profile leaves 8, 16 and 32 heads to the long one: with two head counts the report draws no
+    'shape' of two points, and names the sweep and where it runs; with the sweep present the curve is drawn."""
+    import shutil
+
+    from miniformer.params import Study
+    from miniformer.stages.report import build_report
+
+    results = tmp_path / "results"
+    shutil.copytree(smk / "results", results, ignore=shutil.ignore_patterns("*.pt"))
+    study = Study.load(smk / "params.yaml")
+    html = build_report(study, results, tmp_path / "report.html", smk / "data" / "prepared").read_text()
+    assert 'alt="loss vs head count"' in html and "No head-count curve" not in html
+    metrics = json.loads((results / "metrics.json").read_text())
+    for experiment in ("heads_2", "heads_8", "heads_16", "heads_32"):
+        metrics.pop(experiment, None)
+    (results / "metrics.json").write_text(json.dumps(metrics))
+    html = build_report(study, results, tmp_path / "report.html", smk / "data" / "prepared").read_text()
+    assert 'alt="loss vs head count"' not in html
+    assert "ran 1, 4 head(s)" in html and "(2, 8, 16, 32 heads) runs where the claim is judged" in html

@@ -351,12 +351,14 @@ def heads_section(r: ReportInputs) -> dict:
                                            "baseline, layer 0: every head"))
     head_runs = {h: e for h, e in HEAD_RUNS.items() if m.has(e)}
     means = [m.mean(e, "val_loss") for e in head_runs.values()]
-    if all(x is not None for x in means) and head_runs:
+    # a shape needs three head counts: with fewer (the default profile leaves the sweep to the long one) no curve
+    if all(x is not None for x in means) and len(head_runs) >= 3:
         halves = [r.half_width(e) for e in head_runs.values()]
         r.draw("head_count", figures.head_count(list(head_runs), means, halves, r.base.model.n_embd,
                                                 rope=r.base.model.pos == "rope"))
     runs = r.present([r.study.reference, *group_of(r.study, "heads")])
-    return {"diversity": [(e, m.mean(e, "head_diversity"), m.mean(e, "val_loss") or 0) for e in runs]}
+    return {"diversity": [(e, m.mean(e, "head_diversity"), m.mean(e, "val_loss") or 0) for e in runs],
+            "head_counts": sorted(head_runs), "sweep_heads": sorted(h for h in HEAD_RUNS if h not in head_runs)}
 
 
 def block_section(r: ReportInputs) -> dict:
@@ -400,8 +402,10 @@ def objectives_section(r: ReportInputs) -> dict:
                  "recovery_accuracy": m.mean(e, "recovery_accuracy"), "candidate_recall":
                  m.mean(e, "probe_candidate_recall"), "continuation_loss": m.mean(e, "continuation_loss")}
              for e in obj_exps if "probe" in r.files.eval(e)}
+    # each model's fine-tunes (eval.finetune_seeds), shown for the first seed's: how much one fine-tune's luck moves
     finetune = [(e, {"accuracy": m.mean(e, "finetune_accuracy"), "per_seed": m.values(e, "finetune_accuracy"),
-                     "items": r.files.eval(e)["finetune"]["items"]})
+                     "items": r.files.eval(e)["finetune"]["items"],
+                     "fine_tunes": r.files.eval(e)["finetune"].get("per_seed", [])})
                 for e in obj_exps if "finetune" in r.files.eval(e)]
     return {"probe": probe, "probe_item_count": next(iter(probe.values()), {}).get("recovery_items"),
             "probe_floor": next(iter(probe.values()), {}).get("constant_guess"),

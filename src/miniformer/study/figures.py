@@ -298,9 +298,9 @@ def off_scale(ax, series: dict[str, list[tuple[str, float, float]]], references:
 
 
 def stability_map(cells: dict, unigram: float | None):
-    """Final val loss per (norm placement, warm-up) row and learning-rate column; runs that diverged, sit at the
-    unigram loss (learned nothing from context) or fail the claims' "trains" rule are marked in the cell."""
-    rows = sorted(cells, key=lambda r: (r[0] != "pre", not r[1]))
+    """Final val loss per (norm placement, warm-up) row, in the order given, and learning-rate column; runs that
+    diverged, sit at the unigram loss (learned nothing from context) or fail the claims' "trains" rule are marked."""
+    rows = list(cells)
     lrs = sorted({lr for r in rows for lr in cells[r]})
     values = np.full((len(rows), len(lrs)), np.nan)
     notes = [["" for _ in lrs] for _ in rows]
@@ -317,7 +317,7 @@ def stability_map(cells: dict, unigram: float | None):
     fig, ax = plt.subplots(figsize=(1.9 * len(lrs) + 3, 0.7 * len(rows) + 1.6))
     sns.heatmap(values, ax=ax, annot=np.array(notes), fmt="", cmap="rocket_r", cbar_kws={"label": "val loss"},
                 vmax=unigram, xticklabels=[f"{lr:g}" for lr in lrs],
-                yticklabels=[f"{r[0]}-norm, {'warm-up' if r[1] else 'no warm-up'}" for r in rows])
+                yticklabels=[f"{norm}-norm, {warm_up}" for norm, warm_up in rows])
     for i, j in zip(*np.nonzero(np.isnan(values))):  # seaborn leaves a missing cell blank: say why it is empty
         ax.text(j + 0.5, i + 0.5, notes[i][j] or "n/a", ha="center", va="center", color="grey")
     ax.set_xlabel("peak learning rate")

@@ -311,7 +311,7 @@ class Evidence(Contrasts):
         return v is not None and not self.m.any_true(run, "diverged") and learned(
             v, self.unigram, self.m.mean(self.reference, "val_loss"), self.cfg)
 
-    def stability_map(self) -> dict[tuple[str, bool], dict[float, dict]]:
+    def stability_map(self) -> dict[tuple[str, str], dict[float, dict]]:
         """(norm, warm-up) -> learning rate -> {val_loss, diverged, stuck (near the unigram), trains (rows' rule)}."""
         out: dict[tuple[str, bool], dict[float, dict]] = {}
         for row, exp in STABILITY_ROWS.items():

@@ -27,8 +27,12 @@ def position_runs(experiments: dict[str, dict]) -> dict[str, str]:
 
 
 # The stability map: (norm placement, warm-up) -> the experiment whose learning-rate sweep fills that row.
-STABILITY_ROWS = {("pre", True): "baseline", ("pre", False): "block_pre_norm_no_warmup",
-                  ("post", True): "block_post_norm", ("post", False): "block_post_norm_no_warmup"}
+# The stability map's rows, (norm placement, warm-up) -> experiment, in the order drawn: the reference's warm-up, none,
+# and a long one (half the run: Xiong's remedy for post-norm, and the pre-norm run it is held to).
+STABILITY_ROWS = {("pre", "warm-up"): "baseline", ("pre", "no warm-up"): "block_pre_norm_no_warmup",
+                  ("pre", "long warm-up"): "block_pre_norm_long_warmup",
+                  ("post", "warm-up"): "block_post_norm", ("post", "no warm-up"): "block_post_norm_no_warmup",
+                  ("post", "long warm-up"): "block_post_norm_long_warmup"}
 SINGLE_HEAD = "attn_single_head"  # the heatmap reference: one head, causal
 NO_MASK = "attn_no_mask"  # the causal mask removed
 ENTROPY_RUNS = ("attn_single_head", "attn_no_scale")  # attention entropy during training, with and without 1/√d
