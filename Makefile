@@ -25,7 +25,7 @@ study: venv
 	$(PY) -m miniformer set-profile default
 	snakemake --cores $(CORES) all
 
-# the converged reference: only the runs the converged claims read, their seeds, 800 steps (90 min on 2 cores). It
+# the converged reference: only the runs the converged claims read, their seeds, 800 steps (≈ 100 min on 2 cores). It
 # trains into results/ like every profile: run it in a clone of its own, then hand its claims to the default report
 # (README, "Two budgets")
 long: venv
