@@ -424,10 +424,28 @@ def test_effect_over_training_flags_a_closing_gap():
     assert [round(e.value, 3) for _, e in points] == [0.5, 0.3, 0.1]
     (finding,) = [f for f in claims(ev) if f.claim == "RMSNorm ≈ LayerNorm"]
     assert finding.still_changing
-    assert "over training +0.500 at step 100 → +0.100 at step 300 (closing)" in finding.measurement
+    assert "over training +0.500 at step 100 → +0.100 at step 300 (closer than at the start)" in finding.measurement
+    assert "(still changing: closing)" in finding.measurement
     samples["block_rmsnorm"] = run([3.5, 2.6, 2.1])  # the gap closed by step 200 and stayed
     (finding,) = [f for f in claims(Evidence(metrics, samples)) if f.claim == "RMSNorm ≈ LayerNorm"]
     assert not finding.still_changing
+
+
+def test_a_gap_that_opened_and_is_closing_again_is_not_called_widening():
+    """First against last point says the gap grew; the widest point between and the last move say it is closing now
+    (Haviv's NoPE gap at 800 steps: −0.03 at step 100, +0.31 at 400, +0.23 at 800)."""
+    def run(losses: list[float]) -> dict:
+        return {"seed0": {"val": {"sum": [losses[-1]] * 4, "count": [1] * 4},
+                          "curve": {"steps": [100, 200, 300], "windows": [[v, v + 0.1, v - 0.1, v] for v in losses]}}}
+
+    metrics = {"baseline": {"seed0": {"val_loss": 2.0}}, "block_rmsnorm": {"seed0": {"val_loss": 2.2}}}
+    samples = {"baseline": run([3.0, 2.5, 2.0]), "block_rmsnorm": run([3.1, 2.9, 2.2])}
+    (finding,) = [f for f in claims(Evidence(metrics, samples)) if f.claim == "RMSNorm ≈ LayerNorm"]
+    assert "(wider than at the start; widest +0.400 at step 200)" in finding.measurement
+    assert "(still changing: closing)" in finding.measurement
+    samples["block_rmsnorm"] = run([3.1, 2.7, 2.3])  # gaps 0.1, 0.2, 0.3: still opening
+    (finding,) = [f for f in claims(Evidence(metrics, samples)) if f.claim == "RMSNorm ≈ LayerNorm"]
+    assert "widest" not in finding.measurement and "(still changing: widening)" in finding.measurement
 
 
 def test_a_claims_experiment_missing_from_params_is_an_error():
@@ -875,7 +893,7 @@ def test_an_effect_is_still_changing_when_its_paired_last_move_excludes_zero():
     assert since == 200 and change.value == pytest.approx(-0.03, abs=0.002) and change.high < 0
     assert moving.changing("block_rmsnorm", "baseline")
     (f,) = [f for f in claims(moving) if f.claim == "RMSNorm ≈ LayerNorm"]
-    assert "since step 200 it moved -0.030" in f.measurement and "(still changing)" in f.measurement
+    assert "since step 200 it moved -0.030" in f.measurement and "(still changing: closing)" in f.measurement
     flat = Evidence(metrics, {"baseline": base_samples, "block_rmsnorm": {"seed0": run([0.9, 0.4, 0.3], 0.05)}})
     assert not flat.changing("block_rmsnorm", "baseline")
 

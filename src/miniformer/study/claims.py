@@ -172,12 +172,18 @@ def gap_over_training(ev: Evidence, a: str, b: str) -> str:
     if abs(last.value - first.value) <= max(first.half_width, last.half_width):
         way = "no change its intervals resolve"
     else:
-        way = "widening" if abs(last.value) > abs(first.value) else "closing"
+        way = "wider than at the start" if abs(last.value) > abs(first.value) else "closer than at the start"
+    # first against last hides a gap that opened and is closing again: name the widest point when it lies between
+    s_peak, peak = max(points, key=lambda p: abs(p[1].value))
+    if s_peak not in (s0, s1):
+        way += f"; widest {peak.value:+.3f} at step {s_peak}"
     text = f"; over training {first.value:+.3f} at step {s0} → {last.value:+.3f} at step {s1} ({way})"
     change = ev.last_change(a, b)
     if change is not None:
         since, e = change
-        moving = "still changing" if greater(e) != "undecided" else "settled"
+        moving = "settled"
+        if greater(e) != "undecided":  # which way it is moving now: toward zero, or away from it
+            moving = "still changing: " + ("closing" if (e.value > 0) != (last.value > 0) else "widening")
         text += f"; since step {since} it moved {ev.text(e)}, paired over windows and seeds ({moving})"
     return text
 
