@@ -1031,6 +1031,8 @@ def test_the_budget_table_puts_each_converged_claim_beside_its_other_budgets(tmp
     assert rows[0]["others"] == [{"verdict": "reproduced", "still_changing": True, "effect": "+0.100 ± 0.020"}]
     assert rows[1]["others"][0]["verdict"] == "not run"
     assert (rows[0]["agree"], rows[1]["agree"]) == (False, None)  # undecided here, reproduced there; c ran once
+    found[0] = Finding(measurement="", verdict="not run", claim="a", source="s", converged=True)
+    assert budget_rows(found, read_budgets(tmp_path), lambda f: "")[0]["agree"] is None  # not run here: not "differ"
 
 
 @pytest.mark.parametrize("text", ["{", json.dumps({"profile": "long", "claims": []}), json.dumps([1, 2])])

@@ -87,7 +87,8 @@ def budget_rows(found: list[Finding], budgets: list[Budget], headline) -> list[d
             others.append(_cell(NOT_RUN, False, "—") if r is None else
                           _cell(r["verdict"], bool(r.get("still_changing")), _headline(r)))
         ran = [c["verdict"] for c in others if c["verdict"] != NOT_RUN]
-        agree = None if not ran else all(v == f.verdict for v in ran)
+        # a claim this profile did not run neither agrees nor differs with the budget that ran it
+        agree = None if not ran or f.verdict == NOT_RUN else all(v == f.verdict for v in ran)
         moved = any(moved_between(f, b.claims[f.claim]) for b in budgets if f.claim in b.claims)
         rows.append({"claim": f.claim, "counted": f.counted, "here": _cell(f.verdict, f.still_changing, headline(f)),
                      "others": others, "agree": agree, "moved": moved})
