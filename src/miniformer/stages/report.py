@@ -269,12 +269,14 @@ def positions_section(r: ReportInputs) -> dict:
                         if e == NO_MASK else ""}
     sweep_rows = [(name, [None if v is None or v != v else v for v in row]) for name, row in
                   zip(sweep.index, sweep.itertuples(index=False))]  # NaN: a length the method has no value at
+    most = max((p["pairs"] for p in pairs.values()), default=0)
     return {"multiples": multiples, "block_size": T, "sweep_rows": sweep_rows, "learned_reason": learned_reason,
             "growth": growth, "growth_multiples": [x for x in multiples if x > 1],
             "order": {k: {"delta": m.mean(v, "order_delta"), "seeds": len(m.values(v, "val_loss")),
                           **{x: files.eval(v)["order_sensitivity"][x] for x in ("intact", "shuffled")}}
                       for k, v in pos.items()}, "pairs": pairs,
-            "pair_count": next(iter(pairs.values()), {}).get("pairs", 0),
+            # a run told to score fewer (params.yaml's eval.order_pairs) scores the first of the same pairs
+            "pair_count": most, "pair_fewer": {e: p["pairs"] for e, p in pairs.items() if p["pairs"] < most},
             "pair_floor": m.mean(r.study.reference, "order_preference_floor"),
             **generation_quality(r, {**pos, NO_MASK: NO_MASK} if r.m.has(NO_MASK) else pos)}
 
