@@ -51,6 +51,11 @@ def test_snakemake_smoke_study_builds_everything(smk):
     assert html.index('id="smoke-warning"') < html.index("Claims") and "not findings" in html
     for exp, seed in study.runs():
         assert (smk / "results" / "logs" / "run" / exp / f"seed{seed}.log").exists()
+    # a run told to score another number of minimal pairs (params.yaml: obj_mlm, obj_span) is named with its count
+    pairs = {e: json.loads((smk / "results" / "eval" / e / "seed0" / "eval.json").read_text())["minimal_pairs"]["pairs"]
+             for e in ("baseline", "obj_mlm")}
+    assert pairs["obj_mlm"] != pairs["baseline"]
+    assert f"Each model scores {pairs['baseline']} held-out lines" in html and f"obj_mlm {pairs['obj_mlm']}" in html
     verdicts = json.loads((smk / "results" / "verdicts.json").read_text())
     assert verdicts["not run"] == 0  # the smoke profile runs every experiment a claim reads: each claim is judged
     assert verdicts["proxy"] >= 1

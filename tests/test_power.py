@@ -139,3 +139,28 @@ def test_two_pools_are_two_sources_of_seed_variance():
     one = Interval().combine(0.0, 0.0, [(1.0, 1, a), (-1.0, 1, a)])
     two = Interval().combine(0.0, 0.0, [(1.0, 1, a), (-1.0, 1, b)])
     assert one.seed_se == pytest.approx(two.seed_se) and (one.seed_df, two.seed_df) == (2, 4)
+
+
+def test_a_high_rate_arm_borrows_the_spread_of_its_own_rate_and_says_when_none_has_seeds():
+    """A one-seed arm at lr 0.01 borrows the spread of the causal runs at lr 0.01 (a chaotic rate), not the quiet
+    reference rate's; where no run at its rate has two seeds it borrows every rate's, and says so."""
+    metrics = {"baseline": runs_of([2.2, 2.3, 2.4]), "hot": runs_of([2.0, 2.3, 2.6]), "hot1": runs_of([2.0])}
+    pools = dict.fromkeys(metrics, "causal")
+    rates = {"baseline": 0.002, "hot": 0.01, "hot1": 0.01}
+    e = Evidence(metrics, pools=pools, rates=rates).growth("hot1", None, 2)
+    assert "over the causal runs at lr 0.01 (df 2)" in e.variance
+    assert e.half_width == pytest.approx(4.303 * 0.3, rel=1e-3)
+    alone = {k: v for k, v in metrics.items() if k != "hot"}
+    e = Evidence(alone, pools=pools, rates=rates).growth("hot1", None, 2)
+    assert "the causal runs at every rate (none at lr 0.01 has two seeds)" in e.variance
+    assert e.half_width == pytest.approx(4.303 * 0.1, rel=1e-3)
+
+
+def test_an_arm_whose_spread_is_an_outlier_is_left_out_of_the_pool_and_named():
+    """Five arms ± 0.01 over three seeds and one ± 0.1: a one-seed arm borrows the five's spread (df 10), not one
+    the wide arm sets (df 12, sd ≈ 0.042), and the interval names what was left out."""
+    metrics = {**{f"arm{i}": runs_of([2.0, 2.01, 2.02]) for i in range(5)}, "wide": runs_of([2.0, 2.1, 2.2]),
+               "one": runs_of([2.0])}
+    e = Evidence(metrics, pools=dict.fromkeys(metrics, "causal")).growth("one", None, 2)
+    assert e.seed_df == 10 and "less wide (variance 100.0× the rest's)" in e.variance
+    assert e.seed_se == pytest.approx(0.01, rel=1e-6)

@@ -16,8 +16,11 @@ from miniformer.study.stats import (
     at_most,
     difference_quantity,
     equivalent,
+    f_cdf,
+    f_quantile,
     greater,
     less,
+    outlying_spreads,
     seed_spread,
     source_quantity,
     t_quantile,
@@ -233,3 +236,30 @@ def test_resamples_evaluated_together_equal_resamples_evaluated_one_by_one():
         idx = {"val": draw.integers(0, 300, 300), "pairs": draw.integers(0, 50, 50)}
         one_by_one.append(float(np.mean([quantity(r, idx) for r in a])) - float(np.mean([quantity(r, idx) for r in b])))
     assert e.eval_se == float(np.std(one_by_one, ddof=1))
+
+
+@pytest.mark.parametrize(("upper", "d1", "d2", "value"), [
+    (0.05, 2, 2, 19.0),  # F(2, 2): CDF x / (1 + x), so the quantile is exactly 0.95 / 0.05
+    (0.025, 2, 2, 39.0),
+    (0.05, 2, 20, 3.4928),  # the tables' values
+    (0.05, 1, 10, 4.9646),
+    (0.01, 2, 10, 7.5594),
+])
+def test_the_f_quantile_matches_worked_values(upper, d1, d2, value):
+    assert f_quantile(upper, d1, d2) == pytest.approx(value, rel=2e-3)
+    assert f_cdf(f_quantile(upper, d1, d2), d1, d2) == pytest.approx(1 - upper, abs=1e-4)
+
+
+def test_a_seed_spread_far_wider_than_the_rests_is_screened_out_of_the_pool():
+    """Five arms spread ± 0.01 over three seeds, one ± 0.1 (a variance 100× theirs, against an F(2, 10) quantile at
+    0.05 / 6 of 8.03): the wide one is named; the quiet ones, a two-seed arm (it cannot read its own spread) and a
+    rest that is constant are never left out."""
+    quiet = {f"arm{i}": [1.0, 1.01, 1.02] for i in range(5)}
+    wide = {**quiet, "wide": [1.0, 1.1, 1.2]}
+    out = outlying_spreads(wide, 0.05)
+    assert list(out) == ["wide"] and out["wide"] == pytest.approx(100.0)
+    assert outlying_spreads(quiet, 0.05) == {}
+    assert outlying_spreads({**quiet, "two": [1.0, 1.2]}, 0.05) == {}
+    assert outlying_spreads({"flat": [1.0, 1.0, 1.0], "flat2": [2.0, 2.0, 2.0], "wide": [1.0, 1.1, 1.2]}, 0.05) == {}
+    assert outlying_spreads({**quiet, "moderate": [1.0, 1.02, 1.04]}, 0.05) == {}  # 4× the rest's: under 8.03
+    assert list(outlying_spreads({**quiet, "over": [1.0, 1.03, 1.06]}, 0.05)) == ["over"]  # 9×: over it

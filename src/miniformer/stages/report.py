@@ -269,14 +269,15 @@ def positions_section(r: ReportInputs) -> dict:
                         if e == NO_MASK else ""}
     sweep_rows = [(name, [None if v is None or v != v else v for v in row]) for name, row in
                   zip(sweep.index, sweep.itertuples(index=False))]  # NaN: a length the method has no value at
-    most = max((p["pairs"] for p in pairs.values()), default=0)
+    counts = [p["pairs"] for p in pairs.values()]
+    usual = max(counts, key=counts.count, default=0)
     return {"multiples": multiples, "block_size": T, "sweep_rows": sweep_rows, "learned_reason": learned_reason,
             "growth": growth, "growth_multiples": [x for x in multiples if x > 1],
             "order": {k: {"delta": m.mean(v, "order_delta"), "seeds": len(m.values(v, "val_loss")),
                           **{x: files.eval(v)["order_sensitivity"][x] for x in ("intact", "shuffled")}}
                       for k, v in pos.items()}, "pairs": pairs,
-            # a run told to score fewer (params.yaml's eval.order_pairs) scores the first of the same pairs
-            "pair_count": most, "pair_fewer": {e: p["pairs"] for e, p in pairs.items() if p["pairs"] < most},
+            # a run told another count (params.yaml's eval.order_pairs) scores the first of the same pairs
+            "pair_count": usual, "pair_other": {e: p["pairs"] for e, p in pairs.items() if p["pairs"] != usual},
             "pair_floor": m.mean(r.study.reference, "order_preference_floor"),
             **generation_quality(r, {**pos, NO_MASK: NO_MASK} if r.m.has(NO_MASK) else pos)}
 
@@ -449,9 +450,10 @@ def load_evidence(study: Study, results: Path, data_dir: Path) -> Evidence:
     sweeps = {e: [(name, study.config(name, study.seeds[0]).train.lr) for name in study.sweep_of(e)]
               for e in study.experiments if study.active(e)}
     init = read_json(results / INIT_FILE, "run `miniformer init-probe`") if (results / INIT_FILE).exists() else None
-    objectives = {name: study.config(name, study.seeds[0]).train.objective for name in study.names()}
+    configs = {name: study.config(name, study.seeds[0]) for name in study.names()}
     return Evidence(nested, samples, study.findings, unigram_loss(data_dir), sweeps, study.reference, init,
-                    objectives)
+                    {name: c.train.objective for name, c in configs.items()},
+                    {name: c.train.lr for name, c in configs.items()})
 
 
 def environment(base: RunConfig, perf: dict, data_hash: str) -> dict[str, str]:

@@ -15,6 +15,7 @@ from miniformer.layout import loss_at_key
 from miniformer.params import FindingsConfig
 from miniformer.study.roles import REFERENCE, SINGLE_HEAD, STABILITY_ROWS
 from miniformer.study.stats import (
+    OWN_SPREAD_SEEDS,
     VERDICTS,
     Estimate,
     Interval,
@@ -24,6 +25,7 @@ from miniformer.study.stats import (
     difference_quantity,
     greater,
     minus,
+    outlying_spreads,
     pooled_spread,
     seed_spread,
     source_quantity,
@@ -101,33 +103,50 @@ class Metrics:
         return seed_spread(self.values(self.reference, key))[0]
 
 
-# A spread from two seeds has one degree of freedom (t = 12.7 at 95 %): alone it swamps any effect, pooled it
-# informs. An experiment's own spread is used from three seeds on; with two, its seeds join the pool.
-OWN_SPREAD_SEEDS = 3
 
 
 class Contrasts:
     """How an interval on a contrast of experiments is built: each experiment's runs (per-window samples, or
     metrics.json alone), the paired bootstrap over the samples, and each experiment's own or pooled seed spread."""
 
-    def __init__(self, m: Metrics, samples: dict, interval: Interval, pools: dict[str, str] | None = None) -> None:
+    def __init__(self, m: Metrics, samples: dict, interval: Interval, pools: dict[str, str] | None = None,
+                 rates: dict[str, float] | None = None) -> None:
         self.m, self.interval = m, interval
         self.samples = {e: {k: Samples(v) for k, v in runs.items()} for e, runs in samples.items()}
-        # run name -> its training objective: a spread is pooled over runs of the same objective only (an MLM's
-        # masked-token loss varies over seeds as a causal LM's does not); empty: one pool for every run
-        self.pools = pools or {}
+        # run name -> its training objective, and its learning rate: a spread is pooled over runs trained alike (an
+        # MLM's masked-token loss varies over seeds as a causal LM's does not; a high rate makes training chaotic);
+        # empty: one pool for every run
+        self.pools, self.rates = pools or {}, rates or {}
 
     def pooled(self, values: dict[str, list[float | None]], exp: str | None) -> Spread:
-        """The within-experiment spread pooled over the multi-seed runs of exp's objective; where none of that
-        objective has two seeds, over every objective's, and the spread says so."""
-        everyone = pooled_spread([v for v in values.values() if len(v) >= 2])
-        key = self.pools.get(exp) if exp is not None else None
-        if key is None:
-            return everyone
-        same = pooled_spread([v for e, v in values.items() if self.pools.get(e) == key and len(v) >= 2])
-        if same.df:
-            return replace(same, over=f"the {key} runs")
-        return replace(everyone, over=f"every objective's runs (no {key} run has two seeds)") if everyone.df else same
+        """The within-experiment spread pooled over the multi-seed runs trained as exp was: its objective at its
+        learning rate; where none of those has two seeds, its objective at every rate, then every objective's — the
+        spread says which. An arm whose own spread is an outlier (stats.outlying_spreads) is left out, and named."""
+        multi = {e: v for e, v in values.items() if len(v) >= 2}
+        objective = self.pools.get(exp) if exp is not None else None
+        if objective is None:
+            return self.screened(multi, "")
+        rate = self.rates.get(exp)
+        alike = {e: v for e, v in multi.items() if self.pools.get(e) == objective}
+        if rate is not None:
+            same_rate = {e: v for e, v in alike.items() if self.rates.get(e) == rate}
+            if same_rate:
+                return self.screened(same_rate, f"the {objective} runs at lr {rate:g}")
+            if alike:
+                return self.screened(alike, f"the {objective} runs at every rate (none at lr {rate:g} has two seeds)")
+        if alike:
+            return self.screened(alike, f"the {objective} runs")
+        everyone = self.screened(multi, f"every objective's runs (no {objective} run has two seeds)")
+        return everyone if everyone.df else Spread(0.0, 0, "none")
+
+    def screened(self, groups: dict[str, list[float | None]], over: str) -> Spread:
+        """pooled_spread over the groups, less the outliers when what remains still has a spread."""
+        outliers = outlying_spreads(groups, 1 - self.interval.confidence)
+        kept = pooled_spread([v for e, v in groups.items() if e not in outliers])
+        if outliers and kept.df:
+            less = ", ".join(f"{e} (variance {f:.1f}× the rest's)" for e, f in sorted(outliers.items()))
+            return replace(kept, over=f"{over or 'every run'}, less {less}")
+        return replace(pooled_spread(list(groups.values())), over=over)
 
     def runs(self, exp: str) -> list[Samples]:
         return list(self.samples.get(exp, {}).values())
@@ -189,10 +208,11 @@ class Evidence(Contrasts):
         reference: str = REFERENCE,
         init: dict | None = None,
         pools: dict[str, str] | None = None,
+        rates: dict[str, float] | None = None,
     ) -> None:
         self.cfg = cfg or FindingsConfig()
         super().__init__(Metrics(nested, reference), samples or {}, Interval(self.cfg.confidence, self.cfg.bootstrap),
-                         pools)
+                         pools, rates)
         self.reference = reference
         self.init = init  # token uniformity against depth at initialisation (stages/init_probe.py), if it ran
         self.unigram = unigram

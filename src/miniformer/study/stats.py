@@ -17,6 +17,7 @@ with length). Its uncertainty has two parts, added in quadrature:
 
 from __future__ import annotations
 
+import functools
 import itertools
 import math
 import statistics
@@ -59,6 +60,63 @@ def t_quantile(confidence: float, df: float) -> float:
         mid = (lo + hi) / 2
         lo, hi = (mid, hi) if upper_tail_mass(mid) < target else (lo, mid)
     return (lo + hi) / 2
+
+
+# A spread from two seeds has one degree of freedom (t = 12.7 at 95 %): alone it swamps any effect, pooled it
+# informs. An experiment's own spread is used from three seeds on; with two, its seeds join the pool.
+OWN_SPREAD_SEEDS = 3
+
+
+def f_cdf(x: float, d1: float, d2: float) -> float:
+    """P(F ≤ x) for Fisher's F with (d1, d2) degrees of freedom: the regularised incomplete beta I_z(d1/2, d2/2) at
+    z = d1·x / (d1·x + d2), integrated numerically after u = t^a (which removes the pole at 0 when d1 = 1)."""
+    if x <= 0:
+        return 0.0
+    a, b = d1 / 2, d2 / 2
+    z = d1 * x / (d1 * x + d2)
+    u = np.linspace(0.0, z**a, 4001)
+    integrand = (1 - u ** (1 / a)) ** (b - 1) / a
+    log_beta = math.lgamma(a) + math.lgamma(b) - math.lgamma(a + b)
+    return float(np.sum((integrand[1:] + integrand[:-1]) / 2 * np.diff(u)) / math.exp(log_beta))
+
+
+@functools.cache
+def f_quantile(upper: float, d1: float, d2: float) -> float:
+    """The F(d1, d2) value exceeded with probability ``upper`` (3.49 for 0.05, 2 and 20), by bisection on f_cdf.
+    d2 >= 2 (below, the density's pole at 1 defeats the integration; no screen here needs it)."""
+    lo, hi = 0.0, 1.0
+    while f_cdf(hi, d1, d2) < 1 - upper:
+        hi *= 2
+        if hi > 1e9:
+            return math.inf
+    for _ in range(60):
+        mid = (lo + hi) / 2
+        lo, hi = (mid, hi) if f_cdf(mid, d1, d2) < 1 - upper else (lo, mid)
+    return (lo + hi) / 2
+
+
+def outlying_spreads(groups: dict[str, Sequence[float | None]], alpha: float) -> dict[str, float]:
+    """The experiments whose seed variance is too large to share a pool with the rest (Cochran's question, for
+    unequal seed counts): each experiment with OWN_SPREAD_SEEDS or more seeds — one that reads its own spread anyway
+    — against the others' pooled variance, an F ratio beyond its 1 − α/k quantile (k experiments: a Bonferroni
+    screen). A pooled spread assumes one spread for all; one wide arm would otherwise set every one-seed interval.
+    name -> its F ratio."""
+    spreads = {name: seed_spread(v) for name, v in groups.items()}
+    spreads = {name: sd_df for name, sd_df in spreads.items() if sd_df[1] > 0}
+    out = {}
+    for name, (sd, df) in spreads.items():
+        if df + 1 < OWN_SPREAD_SEEDS:
+            continue
+        rest_df = sum(d for other, (_, d) in spreads.items() if other != name)
+        if rest_df < 2:
+            continue
+        rest_var = sum(d * s * s for other, (s, d) in spreads.items() if other != name) / rest_df
+        if rest_var == 0:
+            continue  # the rest constant (a quantity fixed by construction): leaving this out would pool a zero
+        ratio = sd * sd / rest_var
+        if ratio > f_quantile(alpha / len(spreads), df, rest_df):
+            out[name] = ratio
+    return out
 
 
 # --- one run's resamplable numbers ------------------------------------------------------------------------------------
