@@ -1028,7 +1028,7 @@ def test_the_budget_table_puts_each_converged_claim_beside_its_other_budgets(tmp
     rows = budget_rows(found, read_budgets(tmp_path), lambda f: "here")
     assert [r["claim"] for r in rows] == ["a", "c"]  # only the converged claims
     assert rows[0]["here"] == {"verdict": "undecided", "still_changing": False, "effect": "here"}
-    assert rows[0]["others"] == [{"verdict": "reproduced", "still_changing": True, "effect": "+0.100 ± 0.020"}]
+    assert rows[0]["others"] == [{"verdict": "reproduced", "still_changing": True, "effect": "e: +0.100 ± 0.020"}]
     assert rows[1]["others"][0]["verdict"] == "not run"
     assert (rows[0]["agree"], rows[1]["agree"]) == (False, None)  # undecided here, reproduced there; c ran once
     found[0] = Finding(measurement="", verdict="not run", claim="a", source="s", converged=True)
@@ -1154,10 +1154,22 @@ def test_another_budgets_headline_effect_and_marks_read_like_this_runs(tmp_path)
 
     two = {"estimates": {"a": None, "b": {"effect": 0.1, "half_width": None}, "c": {"effect": 0.2, "half_width": 0.01},
                          "d": {"effect": None, "half_width": 0.1}}}
-    assert _headline(two) == "+0.100 ± ∞ (+1 more)"
-    assert _headline({"estimates": {"a": {"effect": -0.25, "half_width": 0.5}}}) == "-0.250 ± 0.500"
+    assert _headline(two) == "b: +0.100 ± ∞ (+1 more)"
+    assert _headline({"estimates": {"a": {"effect": -0.25, "half_width": 0.5}}}) == "a: -0.250 ± 0.500"
     assert _headline({"estimates": {}}) == "—" and _headline(None) == "—"
     _budget_file(tmp_path / "budgets", "long", 800, {"c": "reproduced"})
     found = [Finding(measurement="", verdict="undecided", claim="c", source="s", converged=conv) for conv in (True,
                                                                                                            False)]
     assert longer_marks(found, 300, read_budgets(tmp_path)) == ["; reproduced at 800 steps (long)", ""]
+
+
+def test_the_headline_effect_names_what_it_compares():
+    """At a glance a verdict against one comparator reads as such: the first estimate with its name."""
+    from miniformer.study.claim_table import headline_effect
+    from miniformer.study.stats import Estimate
+
+    f = Finding(measurement="", verdict="contradicted", claim="c", source="s",
+                estimates={"none": None, "sinusoidal − ALiBi": Estimate(0.25, 0.038, 0.01, 0.0, 0.95),
+                           "other": Estimate(0.1, 0.02, 0.01, 0.0, 0.95)})
+    assert headline_effect(f) == "sinusoidal − ALiBi: +0.250 ± 0.038 (+1 more)"
+    assert headline_effect(Finding(measurement="", verdict="not run", claim="c", source="s")) == "—"

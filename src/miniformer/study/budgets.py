@@ -15,7 +15,7 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 
 from miniformer.errors import UserError
-from miniformer.study.claim_table import estimate_text, moved, record_estimates
+from miniformer.study.claim_table import estimate_text, moved, named_estimates, record_estimates
 from miniformer.study.findings import Finding
 
 BUDGETS_DIR = "budgets"  # results/budgets/<name>.json: the claims.json of the same study at another budget
@@ -47,10 +47,10 @@ def read_budgets(results: Path) -> list[Budget]:
 
 
 def _headline(record: dict | None) -> str:
-    """A claims-file record's first estimate as 'effect ± half-width' (the report's headline effect)."""
-    known = record_estimates(record)
+    """A claims-file record's first estimate as 'name: effect ± half-width' (the report's headline effect)."""
+    known = named_estimates(record)
     more = f" (+{len(known) - 1} more)" if len(known) > 1 else ""
-    return estimate_text(known[0]) + more if known else "—"
+    return f"{known[0][0]}: {estimate_text(known[0][1])}{more}" if known else "—"
 
 
 def moved_between(here: Finding, there: dict) -> bool:

@@ -95,12 +95,13 @@ def claim_files(found: list[Finding], profile: str, steps: int | None = None) ->
 
 
 def headline_effect(f: Finding) -> str:
-    """The claim's effect ± interval for a one-line summary: its first estimate, and how many more it reads."""
-    known = [e for e in f.estimates.values() if e is not None]
+    """The claim's effect ± interval for a one-line summary: its first estimate, named (what is compared with what:
+    a verdict against one comparator reads as such at a glance), and how many more it reads."""
+    known = [(name, e) for name, e in f.estimates.items() if e is not None]
     if not known:
         return "—"
     more = f" (+{len(known) - 1} more)" if len(known) > 1 else ""
-    return known[0].text() + more
+    return f"{known[0][0]}: {known[0][1].text()}{more}"
 
 
 def budget_mark(f: Finding, steps: int | None) -> str:
@@ -145,6 +146,11 @@ def estimate_text(e: dict | None) -> str:
 def record_estimates(record: dict | None) -> list[dict]:
     """A claims-file record's estimates that carry an effect, in the record's order."""
     return [e for e in ((record or {}).get("estimates") or {}).values() if e and e.get("effect") is not None]
+
+
+def named_estimates(record: dict | None) -> list[tuple[str, dict]]:
+    """As record_estimates, with each estimate's name."""
+    return [(n, e) for n, e in ((record or {}).get("estimates") or {}).items() if e and e.get("effect") is not None]
 
 
 def moved(mine: dict | None, theirs: dict | None) -> bool | None:
