@@ -1021,16 +1021,24 @@ def test_a_converged_claim_is_counted_at_the_longest_budget_that_ran_it(tmp_path
 
 def test_the_budget_table_puts_each_converged_claim_beside_its_other_budgets(tmp_path):
     from miniformer.study.budgets import budget_rows, read_budgets
+    from miniformer.study.stats import Estimate
 
     _budget_file(tmp_path / "budgets", "long", 800, {"a": "reproduced"}, changing=True)
     found = [Finding(measurement="", verdict="undecided", claim=c, source="s", converged=conv)
              for c, conv in (("a", True), ("b", False), ("c", True))]
     rows = budget_rows(found, read_budgets(tmp_path), lambda f: "here")
     assert [r["claim"] for r in rows] == ["a", "c"]  # only the converged claims
-    assert rows[0]["here"] == {"verdict": "undecided", "still_changing": False, "effect": "here"}
-    assert rows[0]["others"] == [{"verdict": "reproduced", "still_changing": True, "effect": "e: +0.100 ± 0.020"}]
+    assert rows[0]["here"] == {"verdict": "undecided", "still_changing": False, "effect": "here", "seeds": None}
+    assert rows[0]["others"] == [{"verdict": "reproduced", "still_changing": True, "effect": "e: +0.100 ± 0.020",
+                                  "seeds": 3}]
     assert rows[1]["others"][0]["verdict"] == "not run"
     assert (rows[0]["agree"], rows[1]["agree"]) == (False, None)  # undecided here, reproduced there; c ran once
+    assert not rows[0]["seeds_differ"]  # no estimate here: nothing to compare the seeds with
+    found[0] = Finding(measurement="", verdict="undecided", claim="a", source="s", converged=True,
+                       estimates={"e": Estimate(0.04, 0.04, 0.01, 0.0, 0.95, seeds=1)})
+    assert budget_rows(found, read_budgets(tmp_path), lambda f: "")[0]["seeds_differ"]  # 1 seed here, 3 there
+    found[0].estimates["e"].seeds = 3
+    assert not budget_rows(found, read_budgets(tmp_path), lambda f: "")[0]["seeds_differ"]
     found[0] = Finding(measurement="", verdict="not run", claim="a", source="s", converged=True)
     assert budget_rows(found, read_budgets(tmp_path), lambda f: "")[0]["agree"] is None  # not run here: not "differ"
 

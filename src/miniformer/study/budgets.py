@@ -70,8 +70,18 @@ def _ran_longer(f: Finding, steps: int, budgets: list[Budget]) -> list[tuple[Bud
             and b.claims.get(f.claim, {}).get("verdict") not in (None, NOT_RUN)]
 
 
-def _cell(verdict: str, still_changing: bool, effect: str) -> dict:
-    return {"verdict": verdict, "still_changing": still_changing, "effect": effect}
+def _cell(verdict: str, still_changing: bool, effect: str, seeds: int | None = None) -> dict:
+    """One budget's cell; ``seeds``: the fewest seeds of a run in its headline effect (None without one)."""
+    return {"verdict": verdict, "still_changing": still_changing, "effect": effect, "seeds": seeds}
+
+
+def _record_seeds(record: dict) -> int | None:
+    known = named_estimates(record)
+    return known[0][1].get("seeds") if known else None
+
+
+def _finding_seeds(f: Finding) -> int | None:
+    return next((e.seeds for e in f.estimates.values() if e is not None), None)
 
 
 def budget_rows(found: list[Finding], budgets: list[Budget], headline) -> list[dict]:
@@ -85,13 +95,16 @@ def budget_rows(found: list[Finding], budgets: list[Budget], headline) -> list[d
         for b in budgets:
             r = b.claims.get(f.claim)
             others.append(_cell(NOT_RUN, False, "—") if r is None else
-                          _cell(r["verdict"], bool(r.get("still_changing")), _headline(r)))
+                          _cell(r["verdict"], bool(r.get("still_changing")), _headline(r), _record_seeds(r)))
         ran = [c["verdict"] for c in others if c["verdict"] != NOT_RUN]
         # a claim this profile did not run neither agrees nor differs with the budget that ran it
         agree = None if not ran or f.verdict == NOT_RUN else all(v == f.verdict for v in ran)
         moved = any(moved_between(f, b.claims[f.claim]) for b in budgets if f.claim in b.claims)
-        rows.append({"claim": f.claim, "counted": f.counted, "here": _cell(f.verdict, f.still_changing, headline(f)),
-                     "others": others, "agree": agree, "moved": moved})
+        here = _cell(f.verdict, f.still_changing, headline(f), _finding_seeds(f))
+        # a verdict that differs where the seeds differ too is a change of design as much as of budget
+        seeds = {c["seeds"] for c in [here, *others] if c["seeds"] is not None}
+        rows.append({"claim": f.claim, "counted": f.counted, "here": here, "others": others, "agree": agree,
+                     "moved": moved, "seeds_differ": len(seeds) > 1})
     return rows
 
 
