@@ -1194,3 +1194,19 @@ def test_the_learned_table_claim_says_what_the_raw_table_would_be_by_the_same_ru
     (g,) = [f for f in claims(Evidence({**runs, "pos_learned": seeds(2.02)}))
             if f.claim == "Learned ≈ sinusoidal positions in distribution"]
     assert "(reproduced by the same rule too)" in g.measurement
+
+
+def test_the_longest_budget_counts_a_claim_that_moved_since_the_shorter_one_as_untested(tmp_path):
+    """A claim measured once per run (no curve) whose effect moved between 300 and 800 steps is untested at 800: the
+    800-step report's own totals say so, as the 300-step report's longest-budget line does."""
+    from miniformer.stages.report import totals_context
+    from miniformer.study.budgets import read_budgets
+    from miniformer.study.stats import Estimate
+
+    found = [Finding(measurement="", verdict="reproduced", claim="c", source="s", converged=True,
+                     estimates={"e": Estimate(0.5, 0.02, 0.01, 0.0, 0.95)})]
+    _budget_file(tmp_path / "budgets", "default", 300, {"c": "reproduced"})  # effect 0.1 ± 0.02 there
+    totals = totals_context(found, 800, read_budgets(tmp_path))
+    assert (totals["untested_count"], totals["moved_since_shorter"], totals["longest_untested"]) == (0, 1, 1)
+    _budget_file(tmp_path / "budgets", "long", 1600, {"c": "reproduced"})
+    assert totals_context(found, 800, read_budgets(tmp_path))["moved_since_shorter"] == 0  # not the longest here

@@ -538,6 +538,10 @@ def totals_context(found: list, steps: int, budgets: list) -> dict:
             "longest_totals": list(verdict_totals(counted).items()),
             "longest_converged_totals": [(v, n) for v, n in verdict_totals(longest).items() if n],
             "longest_untested": sum(c.untested_at_convergence for c in longest),
+            # this run the longest budget: the claims measured once per run whose effect moved since a shorter one
+            # are untested here too (the shorter budget's report counts them so)
+            "moved_since_shorter": 0 if any(b.steps > steps for b in budgets) else
+            sum(c.untested_at_convergence for c in longest) - sum(c.untested_at_convergence for c in converged),
             "check_totals": list(verdict_totals([c for c in found if is_check(c)]).items()),
             "proxy_count": sum(not c.counted for c in found), "still_changing": sum(c.still_changing for c in found)}
 
