@@ -439,3 +439,4 @@ def test_a_profile_without_the_head_sweep_draws_no_head_count_curve_and_says_whe
     html = build_report(without, results, tmp_path / "report.html", smk / "data" / "prepared").read_text()
     assert 'alt="loss vs head count"' not in html
     assert "ran 1, 4 head(s)" in html and "(2, 8, 16, 32 heads) runs where the claim is judged" in html
+    assert "(<code>make long</code>), at convergence" in html  # a command, set as one
