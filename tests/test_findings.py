@@ -18,6 +18,7 @@ from miniformer.study.stats import difference_quantity
 
 ORDER = ("Without positions a causal LM reads word order beyond what an n-gram of its training text does (the mask "
          "leaks position); an MLM cannot tell the orders")
+HEADS = "Head count has a U-shape at fixed width (with RoPE, fewer frequencies per head at many heads)"
 RECOVERY = ("At the same steps, an MLM (supervised on the 15 % it masks) recovers a hidden character better than a "
             "causal LM")
 
@@ -59,7 +60,7 @@ def test_claims_follow_the_numbers():
     assert v["No residual trains worse, even at its best learning rate"] == "reproduced"
     assert v["Masked LM without positions fails"] == "reproduced"
     assert v[RECOVERY] == "reproduced"
-    assert v["Head count has a U-shape at fixed width"] == "not run"
+    assert v[HEADS] == "not run"
 
     bad = dict(good, pos_sinusoidal=seeds(2.5, loss_at_1x=2.0, loss_at_4x=2.0),
                block_rmsnorm=seeds(2.6), obj_mlm_nope=seeds(1.5), pos_alibi=seeds(2.0, loss_at_1x=2.0, loss_at_4x=3.0))
@@ -74,11 +75,11 @@ def test_claims_follow_the_numbers():
 def test_head_count_u_shape():
     m = {"baseline": base(), "attn_single_head": seeds(2.3), "heads_2": seeds(2.1), "heads_8": seeds(1.95),
          "heads_16": seeds(2.0), "heads_32": seeds(2.4)}
-    assert by_claim(m)["Head count has a U-shape at fixed width"] == "reproduced"
+    assert by_claim(m)[HEADS] == "reproduced"
     m["heads_32"] = seeds(2.002)  # 0.002 above the reference's 4 heads: inside the ≈ 0.006 interval
-    assert by_claim(m)["Head count has a U-shape at fixed width"] == "undecided"
+    assert by_claim(m)[HEADS] == "undecided"
     m["heads_32"] = seeds(1.99)  # worse than the lucky one-seed h=8 (1.95), better than the reference: not a U
-    (f,) = [f for f in claims(Evidence(m)) if f.claim == "Head count has a U-shape at fixed width"]
+    (f,) = [f for f in claims(Evidence(m)) if f.claim == HEADS]
     assert f.verdict == "contradicted" and set(f.estimates) == {"h=1 − h=4", "h=32 − h=4"}
 
 
@@ -215,11 +216,11 @@ WARMUP = {"block_pre_norm_no_warmup": seeds(2.0), "block_pre_norm_long_warmup": 
           "block_post_norm_long_warmup": seeds(2.0), "block_post_norm_no_warmup": seeds(2.5)}
 
 CLAIM_CASES = [
-    ("Head count has a U-shape at fixed width", HEADS_U, "reproduced"),
-    ("Head count has a U-shape at fixed width", HEADS_MONOTONE, "contradicted"),
+    (HEADS, HEADS_U, "reproduced"),
+    (HEADS, HEADS_MONOTONE, "contradicted"),
     # Vaswani's arms alone (2 heads runs only where the profile has room): still judged
-    ("Head count has a U-shape at fixed width", {k: v for k, v in HEADS_U.items() if k != "heads_2"}, "reproduced"),
-    ("Head count has a U-shape at fixed width", {k: v for k, v in HEADS_U.items() if k != "heads_32"}, "not run"),
+    (HEADS, {k: v for k, v in HEADS_U.items() if k != "heads_2"}, "reproduced"),
+    (HEADS, {k: v for k, v in HEADS_U.items() if k != "heads_32"}, "not run"),
     ("Past the training length: sinusoidal worst, RoPE degrades, ALiBi best", EXTRAPOLATION, "reproduced"),
     ("ALiBi stays flat past the training length", EXTRAPOLATION, "reproduced"),
     ("T5 bias extrapolates nearly as well as ALiBi at 2×",
@@ -231,7 +232,7 @@ CLAIM_CASES = [
     ("T5 bias extrapolates nearly as well as ALiBi at 2×", {"pos_t5": seeds(2.0, loss_at_2x=2.05)}, "not run"),
     ("Post-norm needs warm-up; pre-norm trains without", WARMUP, "reproduced"),
     ("RMSNorm ≈ LayerNorm", {"block_rmsnorm": seeds(2.0)}, "reproduced"),
-    ("Head count has a U-shape at fixed width", {}, "not run"),
+    (HEADS, {}, "not run"),
     ("Learned ≈ sinusoidal positions in distribution",
      {"pos_learned_token_scale": seeds(2.01), "pos_sinusoidal": seeds(2.0), "pos_learned": seeds(2.2)}, "reproduced"),
     ("Learned ≈ sinusoidal positions in distribution",
@@ -584,7 +585,7 @@ def test_proxies_and_controls_are_labelled_and_kept_out_of_the_totals():
     assert RECOVERY not in proxies  # a first-principles check, counted
     assert any(c.startswith("Without positions a causal LM reads word order") for c in proxies)
     assert "Swapping Q/K roles is a relabelling (no change)" in proxies
-    assert "Head count has a U-shape at fixed width" not in proxies
+    assert HEADS not in proxies
     assert all(f.source_numbers for f in found)  # every row quotes what its source reports
     for f in found:
         f.verdict = "reproduced"

@@ -871,7 +871,8 @@ def _fmt(x: float | None) -> str:
 # --- the table -------------------------------------------------------------------------------------------------------
 
 CLAIMS: tuple[Claim, ...] = (
-    Claim("Head count has a U-shape at fixed width", "Vaswani 2017 T3-A", tuple(HEAD_RUNS[h] for h in PAPER_HEADS),
+    Claim("Head count has a U-shape at fixed width (with RoPE, fewer frequencies per head at many heads)",
+          "Vaswani 2017 T3-A", tuple(HEAD_RUNS[h] for h in PAPER_HEADS),
           head_u_shape,
           "paper", "dev PPL at fixed d_model, h (d_k): 1 (512) 5.29, 4 (128) 5.00, 8 (64) 4.92, 16 (32) 4.91, 32 (16) "
           "5.01", converged=True),
