@@ -1180,6 +1180,8 @@ def test_the_headline_effect_names_what_it_compares():
     f = Finding(measurement="", verdict="contradicted", claim="c", source="s",
                 estimates={"none": None, "sinusoidal − ALiBi": Estimate(0.25, 0.038, 0.01, 0.0, 0.95),
                            "other": Estimate(0.1, 0.02, 0.01, 0.0, 0.95)})
+    assert headline_effect(f) == "none: n/a (+2 more)"  # the judged estimate missing: not another's in its place
+    f.estimates.pop("none")
     assert headline_effect(f) == "sinusoidal − ALiBi: +0.250 ± 0.038 (+1 more)"
     assert headline_effect(Finding(measurement="", verdict="not run", claim="c", source="s")) == "—"
 
@@ -1211,3 +1213,16 @@ def test_the_longest_budget_counts_a_claim_that_moved_since_the_shorter_one_as_u
     assert (totals["untested_count"], totals["moved_since_shorter"], totals["longest_untested"]) == (0, 1, 1)
     _budget_file(tmp_path / "budgets", "long", 1600, {"c": "reproduced"})
     assert totals_context(found, 800, read_budgets(tmp_path))["moved_since_shorter"] == 0  # not the longest here
+
+
+def test_an_effect_moved_between_budgets_only_against_the_same_estimate(tmp_path):
+    """The shorter budget's estimate is matched by name: another arm's effect there (the raw learned table beside
+    the token-scaled one) is no evidence that this one moved."""
+    from miniformer.study.budgets import moved_between
+    from miniformer.study.stats import Estimate
+
+    there = {"estimates": {"e": {"effect": 0.1, "half_width": 0.02, "spread": "", "seeds": 3}}}
+    mine = {"estimates": {"e": Estimate(0.5, 0.02, 0.01, 0.0, 0.95)}}
+    assert moved_between(Finding(measurement="", verdict="reproduced", claim="c", source="s", **mine), there)
+    other = {"estimates": {"other": Estimate(0.5, 0.02, 0.01, 0.0, 0.95)}}
+    assert not moved_between(Finding(measurement="", verdict="reproduced", claim="c", source="s", **other), there)

@@ -15,7 +15,7 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 
 from miniformer.errors import UserError
-from miniformer.study.claim_table import estimate_text, moved, named_estimates, record_estimates
+from miniformer.study.claim_table import estimate_text, moved, named_estimates
 from miniformer.study.findings import Finding
 
 BUDGETS_DIR = "budgets"  # results/budgets/<name>.json: the claims.json of the same study at another budget
@@ -57,8 +57,8 @@ def moved_between(here: Finding, there: dict) -> bool:
     """Whether the claim's headline effect moved between two budgets beyond √(h₁² + h₂²) (claim_table.moved): a
     claim measured once per run (not followed over training) whose effect moved between budgets is not known to have
     converged."""
-    mine = next((e for e in here.estimates.values() if e is not None), None)
-    theirs = next(iter(record_estimates(there)), None)
+    name, mine = next(((n, e) for n, e in here.estimates.items() if e is not None), (None, None))
+    theirs = dict(named_estimates(there)).get(name)  # the same estimate there, by name: never another arm's
     if mine is None or math.isinf(mine.half_width):
         return False
     return bool(moved({"effect": mine.value, "half_width": mine.half_width}, theirs))

@@ -100,6 +100,9 @@ def headline_effect(f: Finding) -> str:
     known = [(name, e) for name, e in f.estimates.items() if e is not None]
     if not known:
         return "—"
+    judged = next(iter(f.estimates))  # the estimate the verdict reads comes first: never shown as another's
+    if f.estimates[judged] is None:
+        return f"{judged}: n/a (+{len(known)} more)"
     more = f" (+{len(known) - 1} more)" if len(known) > 1 else ""
     return f"{known[0][0]}: {known[0][1].text()}{more}"
 
