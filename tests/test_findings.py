@@ -913,13 +913,15 @@ def test_the_order_probe_that_fails_its_positive_control_decides_nothing():
 
 def test_alibi_at_short_length_is_judged_against_sinusoidal_with_rope_beside_it():
     """Press's comparator is sinusoidal: the verdict is read against it; ALiBi − RoPE is printed beside it; a
-    sinusoidal arm clearly behind RoPE is flagged on every row that reads it, and sets no verdict aside."""
+    sinusoidal arm clearly behind RoPE is flagged on every row that reads it, and fails this row's positive control:
+    a contradiction resting on it is undecided."""
     from miniformer.study.claims import SINUSOIDAL_NOTE
     claim = "At short training length ALiBi does not win in distribution"
     lagging = {"baseline": base(), "pos_sinusoidal": seeds(2.4), "pos_alibi": seeds(2.1)}
     found = claims(Evidence(lagging))
     (f,) = [f for f in found if f.claim == claim]
-    assert f.verdict == "contradicted" and "ALiBi − RoPE = +0.100" in f.measurement
+    assert f.verdict == "undecided" and "ALiBi − RoPE = +0.100" in f.measurement
+    assert "the comparator fails its positive control" in f.measurement
     assert "ALiBi does not win against RoPE either" in f.measurement
     weak = "behind RoPE in distribution, where Press measure sinusoidal and rotary equal"
     reading = [f for f, c in zip(found, CLAIMS) if "pos_sinusoidal" in c.runs and f.verdict != "not run"]

@@ -403,10 +403,17 @@ def nope_close(ev: Evidence) -> Judgement:
 
 def alibi_not_winning_short(ev: Evidence) -> Judgement:
     """Press 2022 T5: at short L, sinusoidal is not behind ALiBi in distribution — judged against Press's own
-    comparator, sinusoidal. Press's table also has sinusoidal ≈ rotary there (20.05 vs 20.07 at L = 512), so ALiBi
-    against RoPE, the study's reference, is printed beside it; whether our sinusoidal arm keeps up with RoPE is said on
-    every row that reads it (sinusoidal_note), not used to set this one verdict aside."""
+    comparator, sinusoidal. Press's table also has sinusoidal ≈ rotary there (20.05 vs 20.07 at L = 512): that is
+    the comparator's positive control. A sinusoidal arm clearly behind RoPE (by more than the equivalence margin)
+    fails it, and a contradiction resting on it is undecided — ALiBi winning against an arm weaker than Press's is
+    not ALiBi winning against Press's. ALiBi against RoPE, the study's reference, is printed beside it."""
     j = compare("pos_sinusoidal", "pos_alibi", "at_most", "sinusoidal − ALiBi")(ev)
+    check = ev.effect("pos_sinusoidal", REFERENCE) if ev.m.has(REFERENCE) else None
+    if j.verdict == "contradicted" and check is not None and check.low > ev.cfg.equivalence_margin:
+        j.verdict = "undecided"
+        j.measurement = (f"undecided: the comparator fails its positive control — sinusoidal − RoPE = "
+                         f"{ev.text(check)}, where Press measure them equal — so ALiBi's lead over it is no "
+                         f"contradiction of Press; {j.measurement}")
     rope = ev.effect("pos_alibi", REFERENCE)
     if j.verdict != "not run" and rope is not None:
         beside = ("ALiBi does not win against RoPE either" if rope.low > 0 else
