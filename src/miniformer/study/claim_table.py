@@ -146,13 +146,8 @@ def estimate_text(e: dict | None) -> str:
     return f"{e['effect']:+.3f} ± {half}"
 
 
-def record_estimates(record: dict | None) -> list[dict]:
-    """A claims-file record's estimates that carry an effect, in the record's order."""
-    return [e for e in ((record or {}).get("estimates") or {}).values() if e and e.get("effect") is not None]
-
-
 def named_estimates(record: dict | None) -> list[tuple[str, dict]]:
-    """As record_estimates, with each estimate's name."""
+    """A claims-file record's estimates that carry an effect, with their names, in the record's order."""
     return [(n, e) for n, e in ((record or {}).get("estimates") or {}).items() if e and e.get("effect") is not None]
 
 
