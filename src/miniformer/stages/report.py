@@ -451,9 +451,11 @@ def load_evidence(study: Study, results: Path, data_dir: Path) -> Evidence:
               for e in study.experiments if study.active(e)}
     init = read_json(results / INIT_FILE, "run `miniformer init-probe`") if (results / INIT_FILE).exists() else None
     configs = {name: study.config(name, study.seeds[0]) for name in study.names()}
+    peer = {e: {"own": p["inits"].get("own", {}).get("val_loss"), "ours": p["inits"].get("vaswani", {}).get("val_loss")}
+            for e, p in read_crosscheck(results).items()}
     return Evidence(nested, samples, study.findings, unigram_loss(data_dir), sweeps, study.reference, init,
                     {name: c.train.objective for name, c in configs.items()},
-                    {name: c.train.lr for name, c in configs.items()})
+                    {name: c.train.lr for name, c in configs.items()}, peer)
 
 
 def environment(base: RunConfig, perf: dict, data_hash: str) -> dict[str, str]:

@@ -209,6 +209,7 @@ class Evidence(Contrasts):
         init: dict | None = None,
         pools: dict[str, str] | None = None,
         rates: dict[str, float] | None = None,
+        peer: dict[str, dict[str, float]] | None = None,
     ) -> None:
         self.cfg = cfg or FindingsConfig()
         super().__init__(Metrics(nested, reference), samples or {}, Interval(self.cfg.confidence, self.cfg.bootstrap),
@@ -218,6 +219,9 @@ class Evidence(Contrasts):
         self.unigram = unigram
         # experiment -> [(run name, learning rate)] for the experiment and its sweep points
         self.sweeps = sweeps or {}
+        # experiment -> the peer's val loss per init ("own": the peer's init, "ours": ours), where the cross-check ran:
+        # what tells a property of the setting (the peer shows it too) from one of our arm
+        self.peer = peer or {}
         self._curves: dict[tuple[str, str], list] = {}
 
     # --- estimates ---------------------------------------------------------------------------------------------------
