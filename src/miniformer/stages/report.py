@@ -512,7 +512,7 @@ def build_report(study: Study, results: Path, out: Path, data_dir: Path = DATA_D
         **totals,
         steps=steps,
         budgets=budgets,
-        budget_table=budget_rows(found, budgets, headline_effect),
+        budget_table=budget_rows(found, budgets, headline_effect, steps),
         longest=max([steps, *(b.steps for b in budgets)]),
     )
     atomic_write_text(out, with_contents(html))
@@ -540,6 +540,9 @@ def totals_context(found: list, steps: int, budgets: list) -> dict:
             "longest_totals": list(verdict_totals(counted).items()),
             "longest_converged_totals": [(v, n) for v, n in verdict_totals(longest).items() if n],
             "longest_untested": sum(c.untested_at_convergence for c in longest),
+            # which ones, by their number in the claims table: a reader checks each row's reason
+            "longest_untested_numbers": [i for i, c in enumerate(counted, 1)
+                                         if c.counted and c.converged and c.untested_at_convergence],
             # this run the longest budget: the claims measured once per run whose effect moved since a shorter one
             # are untested here too (the shorter budget's report counts them so)
             "moved_since_shorter": 0 if any(b.steps > steps for b in budgets) else
@@ -556,7 +559,7 @@ def at_unigram_level(ev: Evidence) -> list[str]:
 
 
 def is_check(c) -> bool:
-    """A first-principles or by-construction row: a check of the code's mechanics, not a published claim."""
+    """A first-principles or by-construction row: argued from the mechanism, with no published number."""
     return c.counted and (c.source == "first principles" or c.test == TESTS["structural"])
 
 

@@ -15,7 +15,7 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 
 from miniformer.errors import UserError
-from miniformer.study.claim_table import estimate_text, moved, named_estimates
+from miniformer.study.claim_table import estimate_text, judged_names, moved
 from miniformer.study.findings import Finding
 
 BUDGETS_DIR = "budgets"  # results/budgets/<name>.json: the claims.json of the same study at another budget
@@ -46,22 +46,36 @@ def read_budgets(results: Path) -> list[Budget]:
     return sorted(budgets, key=lambda b: b.steps)
 
 
+def _judged(record: dict | None) -> list[tuple[str, dict | None]]:
+    """A claims-file record's judged estimates (the ones its verdict reads), by name, in the record's order."""
+    estimates = (record or {}).get("estimates") or {}
+    return [(name, estimates.get(name)) for name in judged_names(record)]
+
+
 def _headline(record: dict | None) -> str:
-    """A claims-file record's first estimate as 'name: effect ± half-width' (the report's headline effect)."""
-    known = named_estimates(record)
-    more = f" (+{len(known) - 1} more)" if len(known) > 1 else ""
-    return f"{known[0][0]}: {estimate_text(known[0][1])}{more}" if known else "—"
+    """A claims-file record's judged estimate as 'name: effect ± half-width' (the report's headline effect): never
+    another arm's, 'n/a' when it has no value."""
+    judged = _judged(record)
+    if not judged:
+        return "—"
+    known = [n for n, e in ((record or {}).get("estimates") or {}).items() if e and e.get("effect") is not None]
+    (name, first) = judged[0]
+    more = len(known) - (name in known)
+    return f"{name}: {estimate_text(first) if first and first.get('effect') is not None else 'n/a'}" + (
+        f" (+{more} more)" if more else "")
 
 
 def moved_between(here: Finding, there: dict) -> bool:
-    """Whether the claim's headline effect moved between two budgets beyond √(h₁² + h₂²) (claim_table.moved): a
-    claim measured once per run (not followed over training) whose effect moved between budgets is not known to have
-    converged."""
-    name, mine = next(((n, e) for n, e in here.estimates.items() if e is not None), (None, None))
-    theirs = dict(named_estimates(there)).get(name)  # the same estimate there, by name: never another arm's
-    if mine is None or math.isinf(mine.half_width):
-        return False
-    return bool(moved({"effect": mine.value, "half_width": mine.half_width}, theirs))
+    """Whether any judged effect of the claim moved between two budgets beyond √(h₁² + h₂²) (claim_table.moved),
+    each matched by name (never against another arm): a claim measured once per run (not followed over training)
+    whose effect moved between budgets is not known to have converged."""
+    theirs = dict(_judged(there))
+    for name in here.judged or here.estimates:
+        mine = here.estimates.get(name)
+        if mine is not None and not math.isinf(mine.half_width) and moved(
+                {"effect": mine.value, "half_width": mine.half_width}, theirs.get(name)):
+            return True
+    return False
 
 
 def _ran_longer(f: Finding, steps: int, budgets: list[Budget]) -> list[tuple[Budget, dict]]:
@@ -70,41 +84,50 @@ def _ran_longer(f: Finding, steps: int, budgets: list[Budget]) -> list[tuple[Bud
             and b.claims.get(f.claim, {}).get("verdict") not in (None, NOT_RUN)]
 
 
-def _cell(verdict: str, still_changing: bool, effect: str, seeds: int | None = None) -> dict:
-    """One budget's cell; ``seeds``: the fewest seeds of a run in its headline effect (None without one)."""
-    return {"verdict": verdict, "still_changing": still_changing, "effect": effect, "seeds": seeds}
+def _cell(verdict: str, still_changing: bool, effect: str, seeds: int | None = None, trend: str = "") -> dict:
+    """One budget's cell; ``seeds``: the fewest seeds of a run in the estimates its verdict reads (None without one);
+    ``trend``: which way a still-changing effect moves."""
+    return {"verdict": verdict, "still_changing": still_changing, "effect": effect, "seeds": seeds, "trend": trend}
 
 
 def _record_seeds(record: dict) -> int | None:
-    known = named_estimates(record)
-    return known[0][1].get("seeds") if known else None
+    """The fewest seeds behind any judged estimate of a claims-file record (a compound claim is as thin as its
+    thinnest part)."""
+    seeds = [e["seeds"] for _, e in _judged(record) if e and e.get("seeds") is not None]
+    return min(seeds) if seeds else None
 
 
 def _finding_seeds(f: Finding) -> int | None:
-    return next((e.seeds for e in f.estimates.values() if e is not None), None)
+    seeds = [e.seeds for name in (f.judged or f.estimates) if (e := f.estimates.get(name)) is not None]
+    return min(seeds) if seeds else None
 
 
-def budget_rows(found: list[Finding], budgets: list[Budget], headline) -> list[dict]:
+def budget_rows(found: list[Finding], budgets: list[Budget], headline, steps: int | None = None) -> list[dict]:
     """One row per converged claim: its verdict, effect and trend here and at every other budget (`not run` where
-    that budget did not read it). ``headline`` gives this run's headline effect of a finding."""
+    that budget did not read it). ``headline`` gives this run's headline effect of a finding. ``untested``: at the
+    longest budget that ran it the claim is still changing, or measured once per run and moved between budgets —
+    the same verdict at both budgets is then no answer either."""
     rows = []
-    for f in found:
+    counted = at_longest_budget(found, steps, budgets) if steps is not None else found
+    for f, longest in zip(found, counted):
         if not f.converged:
             continue
         others = []
         for b in budgets:
             r = b.claims.get(f.claim)
             others.append(_cell(NOT_RUN, False, "—") if r is None else
-                          _cell(r["verdict"], bool(r.get("still_changing")), _headline(r), _record_seeds(r)))
+                          _cell(r["verdict"], bool(r.get("still_changing")), _headline(r), _record_seeds(r),
+                                r.get("trend", "")))
         ran = [c["verdict"] for c in others if c["verdict"] != NOT_RUN]
         # a claim this profile did not run neither agrees nor differs with the budget that ran it
         agree = None if not ran or f.verdict == NOT_RUN else all(v == f.verdict for v in ran)
         moved = any(moved_between(f, b.claims[f.claim]) for b in budgets if f.claim in b.claims)
-        here = _cell(f.verdict, f.still_changing, headline(f), _finding_seeds(f))
+        here = _cell(f.verdict, f.still_changing, headline(f), _finding_seeds(f), f.trend)
         # a verdict that differs where the seeds differ too is a change of design as much as of budget
         seeds = {c["seeds"] for c in [here, *others] if c["seeds"] is not None}
         rows.append({"claim": f.claim, "counted": f.counted, "here": here, "others": others, "agree": agree,
-                     "moved": moved, "seeds_differ": len(seeds) > 1})
+                     "moved": moved, "seeds_differ": len(seeds) > 1,
+                     "untested": longest.untested_at_convergence})
     return rows
 
 
@@ -118,7 +141,8 @@ def at_longest_budget(found: list[Finding], steps: int, budgets: list[Budget]) -
         ran = [r for _, r in _ran_longer(f, steps, budgets)]
         if ran:
             changing = bool(ran[-1].get("still_changing")) or (f.curve is None and moved_between(f, ran[-1]))
-            out.append(replace(f, verdict=ran[-1]["verdict"], still_changing=changing))
+            out.append(replace(f, verdict=ran[-1]["verdict"], still_changing=changing,
+                               trend=ran[-1].get("trend", "")))
             continue
         shorter = [b.claims[f.claim] for b in budgets if b.steps < steps and f.claim in b.claims]
         moved = f.converged and f.curve is None and any(moved_between(f, r) for r in shorter)
@@ -126,8 +150,27 @@ def at_longest_budget(found: list[Finding], steps: int, budgets: list[Budget]) -
     return out
 
 
+def untested_mark(still_changing: bool, trend: str, moved: bool) -> str:
+    """What a converged claim's verdict at a budget is worth: untested when its effect still moves as that training
+    ends (and which way), or when measured once per run and moved between the budgets."""
+    if still_changing and trend in ("closing", "widening"):
+        return f"; converged claim untested: still changing, {trend}"
+    if still_changing or moved:
+        return "; converged claim untested: " + ("still changing" if still_changing else
+                                                 "its effect moved between the budgets")
+    return ""
+
+
 def longer_marks(found: list[Finding], steps: int, budgets: list[Budget]) -> list[str]:
-    """Per finding, the verdict of each longer budget that ran it ("; reproduced at 800 steps (long)"), for the
-    at-a-glance table and the claims table: a reader sees both budgets where the verdict is read."""
-    return ["".join(f"; {r['verdict']} at {b.steps} steps ({b.profile})" for b, r in _ran_longer(f, steps, budgets))
-            for f in found]
+    """Per finding, the verdict of each longer budget that ran it ("; contradicted at 800 steps (long; converged claim
+    untested: still changing, closing)"), for the at-a-glance table and the claims table: a reader sees both budgets
+    where the verdict is read, each with what it is worth."""
+    marks = []
+    for f in found:
+        text = ""
+        for b, r in _ran_longer(f, steps, budgets):
+            moved = f.curve is None and moved_between(f, r)
+            text += (f"; {r['verdict']} at {b.steps} steps ({b.profile}"
+                     f"{untested_mark(bool(r.get('still_changing')), r.get('trend', ''), moved)})")
+        marks.append(text)
+    return marks

@@ -31,7 +31,7 @@ def claim_records(found: list[Finding]) -> list[dict]:
                      for name, e in f.estimates.items()}
         records.append({"claim": f.claim, "source": f.source, "test": f.test, "counted": f.counted,
                         "verdict": f.verdict, "converged": f.converged, "still_changing": f.still_changing,
-                        "estimates": estimates})
+                        "trend": f.trend, "judged": list(f.judged or f.estimates), "estimates": estimates})
     return records
 
 
@@ -149,6 +149,12 @@ def estimate_text(e: dict | None) -> str:
 def named_estimates(record: dict | None) -> list[tuple[str, dict]]:
     """A claims-file record's estimates that carry an effect, with their names, in the record's order."""
     return [(n, e) for n, e in ((record or {}).get("estimates") or {}).items() if e and e.get("effect") is not None]
+
+
+def judged_names(record: dict | None) -> list[str]:
+    """The names of the estimates a record's verdict reads (a file without the list: every estimate)."""
+    record = record or {}
+    return list(record.get("judged") or (record.get("estimates") or {}))
 
 
 def moved(mine: dict | None, theirs: dict | None) -> bool | None:

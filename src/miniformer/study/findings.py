@@ -42,6 +42,7 @@ class Judgement:
     estimates: dict[str, Estimate | None] = field(default_factory=dict)
     still_changing: bool = False  # a val-loss effect that moved by more than its interval over the last curve points
     curve: tuple[str, str] | None = None  # the (a, b) runs whose val-loss effect the report follows over training
+    judged: tuple[str, ...] = ()  # the estimates the verdict reads (empty: every one); the rest are shown beside it
 
 
 @dataclass(kw_only=True)
@@ -57,6 +58,7 @@ class Finding(Judgement):
     # the source's models were trained to convergence: this verdict is at the study's budget; with still_changing,
     # the converged claim is untested here whichever way it came out (the report and the totals say so)
     converged: bool = False
+    trend: str = ""  # the followed effect as training ends: "closing", "widening", "settled" ("" when not followed)
 
     @property
     def untested_at_convergence(self) -> bool:
