@@ -1265,3 +1265,53 @@ def test_an_effect_moved_between_budgets_only_against_the_same_estimate(tmp_path
     assert moved_between(Finding(measurement="", verdict="reproduced", claim="c", source="s", **mine), there)
     other = {"estimates": {"other": Estimate(0.5, 0.02, 0.01, 0.0, 0.95)}}
     assert not moved_between(Finding(measurement="", verdict="reproduced", claim="c", source="s", **other), there)
+
+
+def test_rows_say_when_an_arm_borrows_the_pool_and_a_gate_gives_its_reason_at_a_glance():
+    """One-seed arms (NoPE, the head-count ends) say their interval borrows the pool's spread, and stop saying it at
+    three seeds; a verdict set by a gate carries its short reason into the glance table; the causal fine-tune is
+    shown beside the compared arms, not in the comparison."""
+    from miniformer.study.claim_table import glance_rows
+
+    haviv = "Causal LM without positions is close to with"
+    metrics = {"baseline": base(), "pos_none": seeds(2.2), "pos_sinusoidal": seeds(2.4), "pos_alibi": seeds(2.1),
+               "attn_single_head": seeds(2.3), "heads_8": seeds(1.95), "heads_16": seeds(2.0), "heads_32": seeds(2.4),
+               "obj_mlm": seeds(1.5, finetune_accuracy=0.8), "obj_prefix": seeds(1.6, finetune_accuracy=0.7)}
+    metrics["baseline"]["seed0"]["finetune_accuracy"] = 0.75
+    found = {f.claim: f for f in claims(Evidence(metrics))}
+    borrow = "NoPE runs too few seeds here for a spread of its own: its intervals borrow the pool's"
+    assert borrow in found[haviv].measurement
+    assert "h=1 and h=32 ran too few seeds for a spread of their own" in found[HEADS].measurement
+    metrics["pos_none"] = base()  # three seeds: its own spread
+    metrics["attn_single_head"] = base()
+    found = {f.claim: f for f in claims(Evidence(metrics))}
+    assert borrow not in found[haviv].measurement
+    assert "h=32 ran too few seeds for a spread of its own" in found[HEADS].measurement
+    downstream = "Denoising objectives beat a prefix LM downstream, after the same fine-tuning"
+    assert "the causal LM is classified from its last position" in found[downstream].measurement
+    glance = {g["claim"]: g["verdict"] for g in glance_rows(list(found.values()))}
+    assert glance["At short training length ALiBi does not win in distribution"].startswith(
+        "undecided (Press's calibration fails here)")
+    metrics["block_rmsnorm"] = seeds(2.0)
+    (rms,) = [f for f in claims(Evidence(metrics)) if f.claim == "RMSNorm ≈ LayerNorm"]
+    assert "(rule: equivalent if within ± 0.05)" in rms.measurement  # the rule, not a verdict, after a value
+
+
+def test_the_learned_row_names_the_missing_arm_instead_of_a_conclusion_it_has_no_data_for():
+    metrics = {"baseline": base(), "pos_learned": seeds(2.3), "pos_sinusoidal": seeds(2.0)}
+    (f,) = [f for f in claims(Evidence(metrics)) if f.claim == "Learned ≈ sinusoidal positions in distribution"]
+    assert f.verdict == "not run" and "the init decides" not in f.measurement
+    assert "the arm stored like the tokens, which the claim is judged on, did not run in this profile" in f.measurement
+
+
+def test_the_longest_budget_marks_a_once_measured_claim_that_moved_since_the_shorter_one(tmp_path):
+    from miniformer.study.budgets import longer_marks, read_budgets
+    from miniformer.study.stats import Estimate
+
+    _budget_file(tmp_path / "budgets", "default", 300, {"c": "undecided"})  # effect 0.1 ± 0.02 there
+    here = Finding(measurement="", verdict="undecided", claim="c", source="s", converged=True,
+                   estimates={"e": Estimate(0.5, 0.02, 0.01, 0.0, 0.95)})
+    assert longer_marks([here], 800, read_budgets(tmp_path)) == [
+        "; converged claim untested: its effect moved since 300 steps (default)"]
+    here.estimates["e"] = Estimate(0.11, 0.02, 0.01, 0.0, 0.95)
+    assert longer_marks([here], 800, read_budgets(tmp_path)) == [""]

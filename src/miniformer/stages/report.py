@@ -431,7 +431,8 @@ def statistics_section(r: ReportInputs, found: list) -> dict:
     stability = r.ev.stability_map()
     if stability:
         r.draw("stability", figures.stability_map(stability, r.ev.unigram))
-    over_training = {c.claim: r.ev.curve(*c.curve) for c in found if c.curve}
+    # each line names the pair it draws: a claim comparing several pairs is followed through one of them
+    over_training = {f"{c.claim} ({c.curve[0]} − {c.curve[1]})": r.ev.curve(*c.curve) for c in found if c.curve}
     over_training = {k: v for k, v in over_training.items() if len(v) >= 2}
     if over_training:
         r.draw("effects_over_training", figures.effects_over_training(over_training))

@@ -168,9 +168,15 @@ def longer_marks(found: list[Finding], steps: int, budgets: list[Budget]) -> lis
     marks = []
     for f in found:
         text = ""
-        for b, r in _ran_longer(f, steps, budgets):
+        longer = _ran_longer(f, steps, budgets)
+        for b, r in longer:
             moved = f.curve is None and moved_between(f, r)
             text += (f"; {r['verdict']} at {b.steps} steps ({b.profile}"
                      f"{untested_mark(bool(r.get('still_changing')), r.get('trend', ''), moved)})")
+        if not longer and f.converged and f.curve is None and f.verdict != NOT_RUN:  # the longest: moved to here?
+            shorter = [b for b in budgets
+                       if b.steps < steps and f.claim in b.claims and moved_between(f, b.claims[f.claim])]
+            text += "".join(f"; converged claim untested: its effect moved since {b.steps} steps ({b.profile})"
+                            for b in shorter)
         marks.append(text)
     return marks

@@ -120,7 +120,8 @@ def glance_rows(found: list[Finding], steps: int | None = None, longer: list[str
     claims table."""
     longer = longer or [""] * len(found)
     return [{"number": i, "claim": f.claim,
-             "verdict": f.verdict + budget_mark(f, steps) + later + ("" if f.counted else " (proxy)"),
+             "verdict": f.verdict + (f" ({f.why})" if f.why else "") + budget_mark(f, steps) + later
+                        + ("" if f.counted else " (proxy)"),
              "css": f.verdict.replace(" ", "-") if f.counted else "proxy", "effect": headline_effect(f)}
             for i, (f, later) in enumerate(zip(found, longer), 1)]
 

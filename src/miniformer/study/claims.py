@@ -19,6 +19,7 @@ from miniformer.runtime.spikes import SPIKE_RISE, SPIKE_WINDOW
 from miniformer.study.findings import Evidence, Finding, Judgement
 from miniformer.study.roles import HEAD_RUNS, LEARNED_TOKEN_SCALE, NO_MASK, PAPER_HEADS, REFERENCE
 from miniformer.study.stats import (
+    OWN_SPREAD_SEEDS,
     Estimate,
     Samples,
     Spread,
@@ -159,7 +160,7 @@ RULES: dict[str, Callable[[Evidence, Estimate | None], str]] = {
     "equivalent": lambda ev, e: equivalent(e, ev.cfg.equivalence_margin),
     "at_most": lambda ev, e: at_most(e, ev.cfg.equivalence_margin),
 }
-RULE_NOTES = {"greater": "", "equivalent": " (equivalent: within ± {m})", "at_most": " (holds if ≤ {m})"}
+RULE_NOTES = {"greater": "", "equivalent": " (rule: equivalent if within ± {m})", "at_most": " (rule: holds if ≤ {m})"}
 
 
 # The quantities with per-window (or per-item) samples, so a paired-bootstrap interval: metrics.json key -> source.
@@ -241,6 +242,10 @@ def head_u_shape(ev: Evidence) -> Judgement:
             + f"; h={low} − h={best}: {ev.text(low_end)}; h={high} − h={best}: {ev.text(high_end)}. With RoPE a "
             "head of width d rotates d/2 frequency pairs, so the many-heads end also has the fewest positional "
             "frequencies per head: this sweep does not separate 'too many heads' from 'too few RoPE frequencies'")
+    thin = [f"h={h}" for h in (low, high) if 0 < len(m.values(HEAD_RUNS[h], "val_loss")) < OWN_SPREAD_SEEDS]
+    if thin:  # an end judged on a borrowed spread: the verdict assumes that arm varies over seeds as the pool does
+        text += (f"; {' and '.join(thin)} ran too few seeds for a spread of {'its' if len(thin) == 1 else 'their'} "
+                 "own: the interval borrows the pool's")
     changing, curve = followed(ev, [(HEAD_RUNS[low], HEAD_RUNS[best]), (HEAD_RUNS[high], HEAD_RUNS[best])])
     return Judgement(text, all_of([greater(low_end), greater(high_end)]),
                      {f"h={low} − h={best}": low_end, f"h={high} − h={best}": high_end}, changing, curve)
@@ -431,6 +436,9 @@ def nope_close(ev: Evidence) -> Judgement:
     if missing and verdicts:  # the claim can fail on the arms that ran, but not hold without every arm
         verdicts.append("undecided")
         text += f"; not run in this profile: the {', '.join(missing)} arm (the long profile runs it)"
+    if gaps and 0 < len(ev.m.values("pos_none", "val_loss")) < OWN_SPREAD_SEEDS:  # too few for a spread of its own
+        text += ("; NoPE runs too few seeds here for a spread of its own: its intervals borrow the pool's, which "
+                 "assumes a model without positions varies over seeds as the others do (three seeds test it)")
     changing, curve = followed(ev, [("pos_none", exp) for exp in ran.values()])
     return Judgement(text, all_of(verdicts), {f"NoPE − {k}": e for k, e in gaps.items()}, changing, curve)
 
@@ -444,6 +452,7 @@ def alibi_not_winning_short(ev: Evidence) -> Judgement:
     j = compare("pos_sinusoidal", "pos_alibi", "at_most", "sinusoidal − ALiBi")(ev)
     fails, calibration = sinusoidal_calibration(ev)
     if fails and j.verdict != "not run":
+        j.why = "Press's calibration fails here"
         j.measurement = (f"undecided ({j.verdict} by the rule alone): Press's calibration does not hold here — "
                          f"{calibration} — so a comparison against sinusoidal is not one in Press's setting; "
                          f"{j.measurement}")
@@ -469,7 +478,9 @@ def learned_like_sinusoidal(ev: Evidence) -> Judgement:
     raw, between = ev.effect("pos_learned", "pos_sinusoidal"), ev.effect("pos_learned", LEARNED_TOKEN_SCALE)
     moved = {e: _fmt(ev.m.mean(e, "position_table_moved")) for e in ("pos_learned", LEARNED_TOKEN_SCALE)}
     raw_verdict = equivalent(raw, ev.cfg.equivalence_margin) if raw is not None else "not run"
-    decides = ": the init decides this claim" if raw_verdict not in ("not run", j.verdict) else " too"
+    decides = (" too" if raw_verdict in ("not run", j.verdict) else
+               "; the arm stored like the tokens, which the claim is judged on, did not run in this profile"
+               if j.verdict == "not run" else ": the init decides this claim")
     j.measurement += (f"; the raw table (added as stored): learned − sinusoidal = {ev.text(raw)} ({raw_verdict} by "
                       f"the same rule{decides}), raw − stored like "
                       f"the tokens = {ev.text(between)}. Over training (RMS change over the initial RMS, in the scale "
@@ -543,13 +554,14 @@ def order_without_positions(ev: Evidence) -> Judgement:
     control = ("undecided: the probe fails its positive control — the reference, with positions, does not beat the "
                "floor either, so at this budget it cannot show any model reading order beyond the n-gram; "
                if blind else "")
+    why = "the probe fails its positive control" if blind else ""
     return Judgement(f"{control}true order preferred on minimal pairs, each line read whole after its line break "
                      f"(a tie counts half): causal NoPE {_fmt(ev.m.mean('pos_none', 'order_preference'))} (ties "
                      f"{_share_of(ev, 'pos_none', 'order_ties')}); the floor, read the same way: {floor_name} "
                      f"{_fmt(floor)} (ties {_share_of(ev, 'pos_none', 'order_floor_ties')}); NoPE − floor = "
                      f"{ev.text(causal)}; with positions, {REFERENCE} − the same floor = {ev.text(rope)}; MLM NoPE − "
                      f"50 % {mlm_text}", all_of([causal_verdict, mlm_verdict if mlm is not None else "not run"]),
-                     {"causal NoPE − floor": causal, "MLM NoPE": mlm})
+                     {"causal NoPE − floor": causal, "MLM NoPE": mlm}, why=why)
 
 
 # Xiong 2020's design at our scale: both placements at one high learning rate, without warm-up and with a long one
@@ -803,6 +815,10 @@ def denoising_downstream(ev: Evidence) -> Judgement:
     accuracy = {name: ev.m.mean(exp, "finetune_accuracy") for name, exp in runs}
     at_chance = [k for k, v in accuracy.items() if v is not None and abs(v - 0.5) <= ev.cfg.chance_margin]
     e.measurement += f" ({', '.join(f'{k} {_fmt(v)}' for k, v in accuracy.items())}; chance 0.5"
+    if accuracy.get("causal") is not None:  # read another way than the compared arms, so beside the comparison only
+        e.measurement += ("; the causal LM is classified from its last position (the one state that read the whole "
+                          "line), the bidirectional arms from the mean of their states: its number is shown, not "
+                          "compared")
     e.measurement += f"; at chance (within ± {ev.cfg.chance_margin}): {', '.join(at_chance)})" if at_chance else ")"
     if failed:
         e.measurement += (f"; fine-tunes that stayed at chance (where an arm has several seeds, such a failure makes "

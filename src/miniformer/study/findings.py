@@ -43,6 +43,7 @@ class Judgement:
     still_changing: bool = False  # a val-loss effect that moved by more than its interval over the last curve points
     curve: tuple[str, str] | None = None  # the (a, b) runs whose val-loss effect the report follows over training
     judged: tuple[str, ...] = ()  # the estimates the verdict reads (empty: every one); the rest are shown beside it
+    why: str = ""  # a verdict set by a gate rather than the interval rule: the reason, short, for the glance table
 
 
 @dataclass(kw_only=True)
@@ -216,13 +217,10 @@ class Evidence(Contrasts):
         self.cfg = cfg or FindingsConfig()
         super().__init__(Metrics(nested, reference), samples or {}, Interval(self.cfg.confidence, self.cfg.bootstrap),
                          pools, rates)
-        self.reference = reference
+        self.reference, self.unigram = reference, unigram
         self.init = init  # token uniformity against depth at initialisation (stages/init_probe.py), if it ran
-        self.unigram = unigram
-        # experiment -> [(run name, learning rate)] for the experiment and its sweep points
-        self.sweeps = sweeps or {}
-        # experiment -> the peer's val loss per init ("own": the peer's init, "ours": ours), where the cross-check ran:
-        # what tells a property of the setting (the peer shows it too) from one of our arm
+        self.sweeps = sweeps or {}  # experiment -> [(run name, learning rate)]: the experiment and its sweep points
+        # experiment -> the peer's val loss per init ("own", "ours"), where the cross-check ran: a setting or our arm?
         self.peer = peer or {}
         self._curves: dict[tuple[str, str], list] = {}
 
