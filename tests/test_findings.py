@@ -982,6 +982,10 @@ def test_the_glance_table_carries_the_budget_mark_of_a_converged_claim():
     assert [r["verdict"] for r in rows] == [
         "contradicted at 300 steps (converged claim untested: still changing)", "contradicted at 300 steps",
         "contradicted", "contradicted at 300 steps (proxy)"]
+    closing = finding(True, True)
+    closing.trend = "closing"  # which way it still moves, as the trend column's text says
+    assert glance_rows([closing], 300)[0]["verdict"] == (
+        "contradicted at 300 steps (converged claim untested: still changing, closing)")
 
 
 def test_the_residual_row_says_when_no_rate_below_the_reference_was_tried():
@@ -1315,3 +1319,18 @@ def test_the_longest_budget_marks_a_once_measured_claim_that_moved_since_the_sho
         "; converged claim untested: its effect moved since 300 steps (default)"]
     here.estimates["e"] = Estimate(0.11, 0.02, 0.01, 0.0, 0.95)
     assert longer_marks([here], 800, read_budgets(tmp_path)) == [""]
+
+
+def test_a_followed_claim_that_moved_between_budgets_is_untested_whatever_its_last_curve_step_says(tmp_path):
+    """A one-step curve test misses a slow drift: a followed claim settled at 800 steps whose effect moved from 300
+    is untested at convergence too."""
+    from miniformer.study.budgets import at_longest_budget, longer_marks, read_budgets
+    from miniformer.study.stats import Estimate
+
+    _budget_file(tmp_path / "budgets", "long", 800, {"c": "reproduced"})  # effect 0.1 ± 0.02, settled there
+    here = Finding(measurement="", verdict="reproduced", claim="c", source="s", converged=True, curve=("a", "b"),
+                   estimates={"e": Estimate(0.3, 0.02, 0.01, 0.0, 0.95)})
+    (counted,) = at_longest_budget([here], 300, read_budgets(tmp_path))
+    assert counted.untested_at_convergence
+    assert longer_marks([here], 300, read_budgets(tmp_path)) == [
+        "; reproduced at 800 steps (long; converged claim untested: its effect moved between the budgets)"]

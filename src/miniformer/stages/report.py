@@ -544,7 +544,7 @@ def totals_context(found: list, steps: int, budgets: list) -> dict:
             # which ones, by their number in the claims table: a reader checks each row's reason
             "longest_untested_numbers": [i for i, c in enumerate(counted, 1)
                                          if c.counted and c.converged and c.untested_at_convergence],
-            # this run the longest budget: the claims measured once per run whose effect moved since a shorter one
+            # this run the longest budget: the claims whose effect moved since a shorter one
             # are untested here too (the shorter budget's report counts them so)
             "moved_since_shorter": 0 if any(b.steps > steps for b in budgets) else
             sum(c.untested_at_convergence for c in longest) - sum(c.untested_at_convergence for c in converged),

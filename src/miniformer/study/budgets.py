@@ -67,8 +67,8 @@ def _headline(record: dict | None) -> str:
 
 def moved_between(here: Finding, there: dict) -> bool:
     """Whether any judged effect of the claim moved between two budgets beyond √(h₁² + h₂²) (claim_table.moved),
-    each matched by name (never against another arm): a claim measured once per run (not followed over training)
-    whose effect moved between budgets is not known to have converged."""
+    each matched by name (never against another arm): a claim whose effect moved between budgets is not known to
+    have converged, whatever its last curve step says (one step of a curve is a weak test of a slow drift)."""
     theirs = dict(_judged(there))
     for name in here.judged or here.estimates:
         mine = here.estimates.get(name)
@@ -105,7 +105,7 @@ def _finding_seeds(f: Finding) -> int | None:
 def budget_rows(found: list[Finding], budgets: list[Budget], headline, steps: int | None = None) -> list[dict]:
     """One row per converged claim: its verdict, effect and trend here and at every other budget (`not run` where
     that budget did not read it). ``headline`` gives this run's headline effect of a finding. ``untested``: at the
-    longest budget that ran it the claim is still changing, or measured once per run and moved between budgets —
+    longest budget that ran it the claim is still changing, or its effect moved between the budgets —
     the same verdict at both budgets is then no answer either."""
     rows = []
     counted = at_longest_budget(found, steps, budgets) if steps is not None else found
@@ -133,26 +133,27 @@ def budget_rows(found: list[Finding], budgets: list[Budget], headline, steps: in
 
 def at_longest_budget(found: list[Finding], steps: int, budgets: list[Budget]) -> list[Finding]:
     """The findings with each converged claim's verdict and trend taken from the longest budget that ran it: what the
-    second totals line counts. A claim followed over training keeps that budget's trend; one measured once per run
-    (no curve) is still changing when its effect moved between this budget and that one. A claim not about
+    second totals line counts. A claim is still changing there when that budget's curve says so, or when its effect
+    moved between this budget and that one (a slow drift a one-step curve test misses; the only test of a claim
+    measured once per run). A claim not about
     converged models, or no longer budget, keeps this run's."""
     out = []
     for f in found:
         ran = [r for _, r in _ran_longer(f, steps, budgets)]
         if ran:
-            changing = bool(ran[-1].get("still_changing")) or (f.curve is None and moved_between(f, ran[-1]))
+            changing = bool(ran[-1].get("still_changing")) or moved_between(f, ran[-1])
             out.append(replace(f, verdict=ran[-1]["verdict"], still_changing=changing,
                                trend=ran[-1].get("trend", "")))
             continue
         shorter = [b.claims[f.claim] for b in budgets if b.steps < steps and f.claim in b.claims]
-        moved = f.converged and f.curve is None and any(moved_between(f, r) for r in shorter)
+        moved = f.converged and any(moved_between(f, r) for r in shorter)
         out.append(replace(f, still_changing=True) if moved else f)  # this run is the longest: did it move to here?
     return out
 
 
 def untested_mark(still_changing: bool, trend: str, moved: bool) -> str:
     """What a converged claim's verdict at a budget is worth: untested when its effect still moves as that training
-    ends (and which way), or when measured once per run and moved between the budgets."""
+    ends (and which way), or when its effect moved between the budgets."""
     if still_changing and trend in ("closing", "widening"):
         return f"; converged claim untested: still changing, {trend}"
     if still_changing or moved:
@@ -170,10 +171,10 @@ def longer_marks(found: list[Finding], steps: int, budgets: list[Budget]) -> lis
         text = ""
         longer = _ran_longer(f, steps, budgets)
         for b, r in longer:
-            moved = f.curve is None and moved_between(f, r)
+            moved = moved_between(f, r)
             text += (f"; {r['verdict']} at {b.steps} steps ({b.profile}"
                      f"{untested_mark(bool(r.get('still_changing')), r.get('trend', ''), moved)})")
-        if not longer and f.converged and f.curve is None and f.verdict != NOT_RUN:  # the longest: moved to here?
+        if not longer and f.converged and f.verdict != NOT_RUN:  # the longest: moved to here?
             shorter = [b for b in budgets
                        if b.steps < steps and f.claim in b.claims and moved_between(f, b.claims[f.claim])]
             text += "".join(f"; converged claim untested: its effect moved since {b.steps} steps ({b.profile})"

@@ -111,7 +111,9 @@ def budget_mark(f: Finding, steps: int | None) -> str:
     """What the verdict of a claim about converged models is worth at this budget (the claims table says the same)."""
     if not f.converged or steps is None:
         return ""
-    return f" at {steps} steps" + (" (converged claim untested: still changing)" if f.untested_at_convergence else "")
+    way = f", {f.trend}" if f.trend in ("closing", "widening") else ""
+    return f" at {steps} steps" + (f" (converged claim untested: still changing{way})" if f.untested_at_convergence
+                                   else "")
 
 
 def glance_rows(found: list[Finding], steps: int | None = None, longer: list[str] | None = None) -> list[dict]:
