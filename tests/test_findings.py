@@ -1334,3 +1334,17 @@ def test_a_followed_claim_that_moved_between_budgets_is_untested_whatever_its_la
     assert counted.untested_at_convergence
     assert longer_marks([here], 300, read_budgets(tmp_path)) == [
         "; reproduced at 800 steps (long; converged claim untested: its effect moved between the budgets)"]
+
+
+def test_the_pool_screen_reads_the_reports_confidence_and_names_what_it_left_out():
+    """At 95 % an arm whose variance is 4× the rest's stays in the pool and a 100× one leaves it, named (over every
+    run when no pool was named); with no arm of two seeds anywhere there is no spread to borrow (sd 0, df 0)."""
+    ev = Evidence({"baseline": base()})
+    quiet = {f"arm{i}": [1.0, 1.01, 1.02] for i in range(5)}
+    kept = ev.screened({**quiet, "moderate": [1.0, 1.02, 1.04]}, "the causal runs")
+    assert kept.over == "the causal runs" and kept.df == 12
+    left = ev.screened({**quiet, "wide": [1.0, 1.1, 1.2]}, "")
+    assert left.over == "every run, less wide (variance 100.0× the rest's)" and left.df == 10
+    assert left.sd == pytest.approx(0.01)
+    none = Evidence({"baseline": base()}, pools={"a": "causal", "b": "causal"}).pooled({"a": [1.0], "b": [2.0]}, "a")
+    assert (none.sd, none.df) == (0.0, 0)
