@@ -1348,3 +1348,28 @@ def test_the_pool_screen_reads_the_reports_confidence_and_names_what_it_left_out
     assert left.sd == pytest.approx(0.01)
     none = Evidence({"baseline": base()}, pools={"a": "causal", "b": "causal"}).pooled({"a": [1.0], "b": [2.0]}, "a")
     assert (none.sd, none.df) == (0.0, 0)
+
+
+def test_an_estimate_of_a_run_that_did_not_run_is_none_and_samples_fall_back_to_metrics():
+    """Every estimator answers None for an experiment that did not run (never a number from the others), stops a
+    curve where one run's curve stops, and without the n-gram floor's per-pair samples reads the floor from
+    metrics.json."""
+    def curve(losses: list[float]) -> dict:
+        return {"seed0": {"val": {"sum": [losses[-1]] * 4, "count": [1] * 4},
+                          "curve": {"steps": [100, 200, 300][: len(losses)],
+                                    "windows": [[v, v + 0.1, v - 0.1, v] for v in losses]}}}
+
+    metrics = {"baseline": base(), "a": seeds(2.0, order_preference=0.8, order_preference_floor=0.6),
+               "b": seeds(2.1), "one": seeds(2.1)}
+    samples = {"a": {"seed0": {**curve([3.0, 2.5, 2.0])["seed0"], "pairs": [1.0, 1.0, 0.0, 1.0]}},
+               "b": curve([3.1, 2.6]), "one": curve([3.1])}
+    ev = Evidence(metrics, samples)
+    assert ev.effect("absent", "baseline") is None and ev.effect("baseline", "absent") is None
+    assert ev.growth("absent", None, 2) is None and ev.preference("absent") is None
+    assert ev.scalar_effect("absent", None, "val_loss") is None
+    assert ev.scalar_effect("baseline", "absent", "val_loss") is None
+    assert [step for step, _ in ev.curve("a", "b")] == [100, 200]  # b's curve stops at 200
+    assert ev.last_change("a", "one") is None and ev.last_change("a", "absent") is None
+    assert ev.last_change("one", "a") is None  # a curve of one point has no last move
+    floor = ev.preference("a", against="floor")  # per-pair samples of the run, none of the floor
+    assert floor is not None and floor.value == pytest.approx(0.2)
