@@ -490,6 +490,9 @@ def test_the_press_row_shows_ropes_growth_at_every_head_count_and_whether_it_ris
     assert "seeds: h=1 1, h=4 3, h=8 1, h=32 1" in rising
     bumpy = row({1: 0.01, 4: 0.1, 8: 0.05, 32: 0.3})
     assert "h=8 0.050, h=32 0.300 (not monotone in h) — it does not rise steadily" in bumpy
+    two = row({1: 0.01, 4: 0.1})  # the default profile's two head counts: a difference, not a trend
+    assert "h=4 grows more than h=1 here (two head counts: no trend in h is claimed" in two
+    assert "it rises with the head count" not in two
 
 
 def test_peer_comparison_outcomes():
@@ -924,7 +927,7 @@ def test_alibi_at_short_length_is_judged_against_sinusoidal_with_rope_beside_it(
     (f,) = [f for f in found if f.claim == claim]
     assert f.verdict == "undecided" and "ALiBi − RoPE = +0.100" in f.measurement
     assert "(contradicted by the rule alone): Press's calibration does not hold here" in f.measurement
-    assert "ALiBi does not win against RoPE either" in f.measurement
+    assert "against RoPE, ALiBi does not win" in f.measurement
     weak = "behind RoPE in distribution, where Press measure sinusoidal and rotary equal"
     reading = [f for f, c in zip(found, CLAIMS) if "pos_sinusoidal" in c.runs and f.verdict != "not run"]
     assert reading and all(weak in f.measurement for f in reading)
@@ -943,13 +946,14 @@ def test_the_peer_tells_a_lagging_sinusoidal_setting_from_our_arm():
     lagging = {"baseline": base(), "pos_sinusoidal": seeds(2.4), "pos_alibi": seeds(2.1)}
     peer = {"baseline": {"ours": 1.80, "own": 1.79}, "pos_sinusoidal": {"ours": 2.16, "own": 2.21}}
     (f,) = [f for f in claims(Evidence(lagging, peer=peer)) if f.claim == claim]
-    assert "the peer's sinusoidal lags its RoPE too (+0.360 under our init, +0.420 under its own init)" in f.measurement
-    assert "a property of this setting" in f.measurement
+    assert "the peer's arm of the same design lags its RoPE too (+0.360 under our init, +0.420 under its own init)" \
+        in f.measurement
+    assert "not a fault of our code" in f.measurement
     peer["pos_sinusoidal"] = {"ours": 1.81, "own": 2.21}  # under our init the peer's arm ties its RoPE
     (f,) = [f for f in claims(Evidence(lagging, peer=peer)) if f.claim == claim]
     assert "the peer's does not (+0.010 under our init" in f.measurement and "our arm is weaker" in f.measurement
     (f,) = [f for f in claims(Evidence(lagging)) if f.claim == claim]
-    assert "no cross-check in this run tells this setting from our arm" in f.measurement
+    assert "no cross-check in this run tells a fault of our arm from its design" in f.measurement
 
 
 def test_a_compound_claim_is_followed_over_training_through_its_pairs():
@@ -1140,7 +1144,8 @@ def test_a_claim_measured_once_per_run_whose_effect_moved_between_budgets_is_unt
         (counted,) = at_longest_budget([here], 300, read_budgets(tmp_path))
         (row,) = budget_rows([here], read_budgets(tmp_path), lambda f: "")
         assert counted.still_changing == row["moved"]
-        mark = "; converged claim untested: its effect moved between the budgets" if row["moved"] else ""
+        mark = (f"; converged claim untested: its effect moved between the budgets (e: {effect:+.3f} → +0.100)"
+                if row["moved"] else "")
         assert longer_marks([here], 300, read_budgets(tmp_path)) == [f"; reproduced at 800 steps (long{mark})"]
         return counted
 
@@ -1316,7 +1321,7 @@ def test_the_longest_budget_marks_a_once_measured_claim_that_moved_since_the_sho
     here = Finding(measurement="", verdict="undecided", claim="c", source="s", converged=True,
                    estimates={"e": Estimate(0.5, 0.02, 0.01, 0.0, 0.95)})
     assert longer_marks([here], 800, read_budgets(tmp_path)) == [
-        "; converged claim untested: its effect moved since 300 steps (default)"]
+        "; converged claim untested: its effect moved since 300 steps (default: e: +0.100 → +0.500)"]
     here.estimates["e"] = Estimate(0.11, 0.02, 0.01, 0.0, 0.95)
     assert longer_marks([here], 800, read_budgets(tmp_path)) == [""]
 
@@ -1333,7 +1338,8 @@ def test_a_followed_claim_that_moved_between_budgets_is_untested_whatever_its_la
     (counted,) = at_longest_budget([here], 300, read_budgets(tmp_path))
     assert counted.untested_at_convergence
     assert longer_marks([here], 300, read_budgets(tmp_path)) == [
-        "; reproduced at 800 steps (long; converged claim untested: its effect moved between the budgets)"]
+        "; reproduced at 800 steps (long; converged claim untested: its effect moved between the budgets (e: +0.300 → "
+        "+0.100))"]
 
 
 def test_the_pool_screen_reads_the_reports_confidence_and_names_what_it_left_out():

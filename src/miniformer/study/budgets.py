@@ -65,17 +65,29 @@ def _headline(record: dict | None) -> str:
         f" (+{more} more)" if more else "")
 
 
-def moved_between(here: Finding, there: dict) -> bool:
-    """Whether any judged effect of the claim moved between two budgets beyond √(h₁² + h₂²) (claim_table.moved),
-    each matched by name (never against another arm): a claim whose effect moved between budgets is not known to
-    have converged, whatever its last curve step says (one step of a curve is a weak test of a slow drift)."""
+def moved_estimates(here: Finding, there: dict) -> list[tuple[str, float, float]]:
+    """The judged effects of the claim that moved between two budgets beyond √(h₁² + h₂²) (claim_table.moved), each
+    matched by name (never against another arm): (name, its value here, its value there)."""
     theirs = dict(_judged(there))
+    out = []
     for name in here.judged or here.estimates:
         mine = here.estimates.get(name)
         if mine is not None and not math.isinf(mine.half_width) and moved(
                 {"effect": mine.value, "half_width": mine.half_width}, theirs.get(name)):
-            return True
-    return False
+            out.append((name, mine.value, theirs[name]["effect"]))
+    return out
+
+
+def moved_between(here: Finding, there: dict) -> bool:
+    """Whether any judged effect moved between two budgets: a claim whose effect moved is not known to have
+    converged, whatever its last curve step says (one step of a curve is a weak test of a slow drift)."""
+    return bool(moved_estimates(here, there))
+
+
+def _moves(moves: list[tuple[str, float, float]], shorter_first: bool) -> str:
+    """'name: a → b' for each moved effect, the shorter budget's value first: the reader sees which way it went."""
+    return "; ".join(f"{n}: {(a if shorter_first else b):+.3f} → {(b if shorter_first else a):+.3f}"
+                     for n, a, b in moves)
 
 
 def _ran_longer(f: Finding, steps: int, budgets: list[Budget]) -> list[tuple[Budget, dict]]:
@@ -171,13 +183,15 @@ def longer_marks(found: list[Finding], steps: int, budgets: list[Budget]) -> lis
         text = ""
         longer = _ran_longer(f, steps, budgets)
         for b, r in longer:
-            moved = moved_between(f, r)
-            text += (f"; {r['verdict']} at {b.steps} steps ({b.profile}"
-                     f"{untested_mark(bool(r.get('still_changing')), r.get('trend', ''), moved)})")
+            moves = moved_estimates(f, r)
+            mark = untested_mark(bool(r.get("still_changing")), r.get("trend", ""), bool(moves))
+            values = f" ({_moves(moves, True)})" if moves else ""
+            text += f"; {r['verdict']} at {b.steps} steps ({b.profile}{mark}{values})"
         if not longer and f.converged and f.verdict != NOT_RUN:  # the longest: moved to here?
-            shorter = [b for b in budgets
-                       if b.steps < steps and f.claim in b.claims and moved_between(f, b.claims[f.claim])]
-            text += "".join(f"; converged claim untested: its effect moved since {b.steps} steps ({b.profile})"
-                            for b in shorter)
+            for b in budgets:
+                moves = moved_estimates(f, b.claims[f.claim]) if b.steps < steps and f.claim in b.claims else []
+                if moves:
+                    text += (f"; converged claim untested: its effect moved since {b.steps} steps ({b.profile}: "
+                             f"{_moves(moves, False)})")
         marks.append(text)
     return marks

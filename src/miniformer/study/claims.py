@@ -75,11 +75,12 @@ def sinusoidal_calibration(ev: Evidence) -> tuple[bool, str]:
             "rotary equal (20.05 vs 20.07 PPL)")
     gaps = peer_gaps(ev, "pos_sinusoidal", REFERENCE)
     if not gaps:
-        return True, text + " (no cross-check in this run tells this setting from our arm: `make crosscheck`)"
+        return True, text + (" (no cross-check in this run tells a fault of our arm from its design: the default "
+                             "profile's `make crosscheck` trains the peer's)")
     peer = ", ".join(f"{g:+.3f} under {'our' if init == 'ours' else 'its own'} init" for init, g in gaps.items())
     if all(g > ev.cfg.equivalence_margin for g in gaps.values()):
-        return True, (f"{text}; the peer's sinusoidal lags its RoPE too ({peer}): a property of this setting "
-                      "(characters, a short block, a small model), not of our arm")
+        return True, (f"{text}; the peer's arm of the same design lags its RoPE too ({peer}): not a fault of our "
+                      "code (Vaswani's unscaled table was not run)")
     return True, f"{text}; the peer's does not ({peer}): our arm is weaker than the method"
 
 
@@ -366,9 +367,13 @@ def _rope_growth_by_heads(ev: Evidence, lengths: list[int]) -> str:
     if not rows:
         return ""
     seeds = ", ".join(f"h={h} {len(ev.m.values(HEAD_RUNS[h], 'val_loss'))}" for h in heads)
-    verdict = ("it rises with the head count at every length" if monotone else
-               "it does not rise steadily with the head count, so the head width alone does not explain RoPE's "
-               "growth here")
+    if monotone and len(heads) < 3:  # two points make a difference, not a trend
+        verdict = (f"h={heads[-1]} grows more than h={heads[0]} here (two head counts: no trend in h is claimed; the "
+                   "long profile sweeps more)")
+    else:
+        verdict = ("it rises with the head count at every length" if monotone else
+                   "it does not rise steadily with the head count, so the head width alone does not explain RoPE's "
+                   "growth here")
     return f"RoPE's growth by head count (loss minus at 1×, seeds: {seeds}): {'; '.join(rows)} — {verdict}"
 
 
@@ -438,7 +443,8 @@ def nope_close(ev: Evidence) -> Judgement:
         text += f"; not run in this profile: the {', '.join(missing)} arm (the long profile runs it)"
     if gaps and 0 < len(ev.m.values("pos_none", "val_loss")) < OWN_SPREAD_SEEDS:  # too few for a spread of its own
         text += ("; NoPE runs too few seeds here for a spread of its own: its intervals borrow the pool's, which "
-                 "assumes a model without positions varies over seeds as the others do (three seeds test it)")
+                 "assumes a model without positions varies over seeds as the others do (three seeds test it: the long "
+                 "profile runs three, and the two-budget table gives the interval they make)")
     changing, curve = followed(ev, [("pos_none", exp) for exp in ran.values()])
     return Judgement(text, all_of(verdicts), {f"NoPE − {k}": e for k, e in gaps.items()}, changing, curve)
 
@@ -459,7 +465,7 @@ def alibi_not_winning_short(ev: Evidence) -> Judgement:
         j.verdict = "undecided"
     rope = ev.effect("pos_alibi", REFERENCE)
     if j.verdict != "not run" and rope is not None:
-        beside = ("ALiBi does not win against RoPE either" if rope.low > 0 else
+        beside = ("against RoPE, ALiBi does not win" if rope.low > 0 else
                   "ALiBi wins against RoPE too" if rope.high < 0 else "ALiBi and RoPE are not separated")
         j.measurement += (f"; against RoPE, the study's reference (Press measure rotary equal to sinusoidal in "
                           f"distribution): ALiBi − RoPE = {ev.text(rope)}: {beside}")
