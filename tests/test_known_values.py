@@ -571,3 +571,37 @@ def test_table_motion_reads_each_table_against_its_own_initial_draw():
     torch.manual_seed(7)
     rope = MiniFormer(ModelConfig(vocab_size=20, block_size=16, n_layer=1, n_head=2, n_embd=16))
     assert table_motion(SimpleNamespace(model=rope, run=SimpleNamespace(seed=7))).values == {}
+
+
+def test_the_role_swap_probe_scores_each_swap_as_the_roles_set_by_hand_and_restores_the_model():
+    """Each named swap is the model scored with exactly those two roles exchanged in every layer (checked against
+    setting the roles by hand), 'intact' is the plain score, the model's roles are back afterwards, and a run
+    without eval.role_swap measures nothing."""
+    from miniformer.evaluation.role_swap import SWAP_TOKENS, SWAPS, role_swap
+    from miniformer.network.objectives import objective_named
+    from miniformer.runtime.scoring import mean_loss, window_losses, windows
+
+    torch.manual_seed(0)
+    model = MiniFormer(ModelConfig(vocab_size=Specials(8).model_vocab, block_size=8, n_layer=2, n_head=2,
+                                   n_embd=16)).eval()
+    s = evaluator(model, role_swap=True)
+    measured = role_swap(s)
+    values = measured.values["role_swap"]
+    assert list(values) == list(SWAPS) and set(measured.samples["role_swap"]) == set(SWAPS)
+    tokens = windows(s.data.splits["val"], s.objective.window_length(s.T), SWAP_TOKENS)
+    by_hand = {"intact": ("q", "k", "v"), "swap_qk": ("k", "q", "v"), "swap_qv": ("v", "k", "q"),
+               "swap_kv": ("q", "v", "k")}
+    index = {"q": 0, "k": 1, "v": 2}
+    for name, roles in by_hand.items():
+        for block in model.blocks:
+            block.attn.role = tuple(index[r] for r in roles)
+        with torch.no_grad():
+            sums, counts = window_losses(model, tokens, objective_named("causal"), s.specials, s.device)
+        assert values[name] == pytest.approx(mean_loss(sums, counts), abs=1e-6), name
+        assert measured.samples["role_swap"][name]["count"] == counts.tolist()
+        for block in model.blocks:
+            block.attn.role = (0, 1, 2)
+    assert len(set(round(v, 6) for v in values.values())) == 4  # every swap changes the score of a random model
+    role_swap(s)
+    assert all(block.attn.role == (0, 1, 2) for block in model.blocks)  # restored after the probe
+    assert role_swap(evaluator(model)).values == {}
