@@ -605,3 +605,28 @@ def test_the_role_swap_probe_scores_each_swap_as_the_roles_set_by_hand_and_resto
     role_swap(s)
     assert all(block.attn.role == (0, 1, 2) for block in model.blocks)  # restored after the probe
     assert role_swap(evaluator(model)).values == {}
+
+
+def test_the_no_mask_breakage_is_also_scored_with_the_causal_mask_put_back():
+    """A model trained without the causal mask reads the token it predicts; its val loss with the mask put back is
+    what the same weights score as a causal model — and a causal run gets no such second number."""
+    from miniformer.evaluation.losses import split_losses
+
+    def subject(causal: bool, model: torch.nn.Module) -> Subject:
+        params = tiny_params("corpus.txt")
+        params["model"].update(block_size=8, causal=causal)
+        run = Study(params).config("baseline", 0)
+        ids = (np.arange(4000) * 7 % 8).astype(np.uint16)
+        data = SimpleNamespace(vocab_size=8, tokenizer=None, splits=dict.fromkeys(("train", "val", "test"), ids))
+        return Subject(run, model, data, torch.device("cpu"))
+
+    torch.manual_seed(0)
+    config = dict(vocab_size=Specials(8).model_vocab, block_size=8, n_layer=2, n_head=2, n_embd=16)
+    leaky = MiniFormer(ModelConfig(**config, causal=False)).eval()
+    causal = MiniFormer(ModelConfig(**config)).eval()
+    causal.load_state_dict(leaky.state_dict())
+    open_ = split_losses(subject(False, leaky))
+    masked = split_losses(subject(True, causal))
+    assert open_.values["val_loss_with_causal_mask"] == pytest.approx(masked.values["val_loss"], abs=1e-5)
+    assert open_.values["val_loss"] != pytest.approx(masked.values["val_loss"], abs=1e-3)  # the leak is scored too
+    assert "val_loss_with_causal_mask" not in masked.values and "val_with_causal_mask" in open_.samples
