@@ -319,6 +319,11 @@ def test_prefix_generations_in_evaluation_continue_a_prompt(objective_runs):
     assert len(gens["texts"]) == run.eval.gen_samples
     assert all(len(t) == top * T - T // 2 for t in gens["texts"])
     assert set(measured.samples["generation"]) == {str(m) for m in run.eval.gen_multiples}
+    # each sample's growth past the block: its n-gram loss in a bin minus its own inside the block
+    by_bin, growth = measured.samples["generation"], measured.samples["generation_growth"]
+    assert set(growth) == set(by_bin) - {"1"} and growth
+    for label, per_sample in growth.items():
+        assert per_sample == pytest.approx([b - a for a, b in zip(by_bin["1"], by_bin[label])])
 
 
 # --- the cross-check against the peer implementation ----------------------------------------------------------------
