@@ -164,3 +164,23 @@ def test_an_arm_whose_spread_is_an_outlier_is_left_out_of_the_pool_and_named():
     e = Evidence(metrics, pools=dict.fromkeys(metrics, "causal")).growth("one", None, 2)
     assert e.seed_df == 10 and "less wide (variance 100.0× the rest's)" in e.variance
     assert e.seed_se == pytest.approx(0.01, rel=1e-6)
+
+
+def test_what_would_decide_worked_by_hand():
+    """Half-width 0.05 at 95 %, all of it seed spread, one seed per run. z = 1.960: with 80 % power the design finds
+    0.05 × (1.960 + 0.8416) / 1.960 = 0.0715. Seeds to find a target effect d: ⌈(0.05 / (d × 1.960 / 2.8016))²⌉, at
+    least 2: d = 0.020 → ⌈12.77⌉ = 13; an equivalence at +0.02 is 0.030 from the band → ⌈5.67⌉ = 6; at −0.01 it is
+    0.040 → ⌈3.19⌉ = 4, while "at most 0.05" is 0.060 away → ⌈1.42⌉ → 2."""
+    from miniformer.study.claims import what_would_decide
+    from miniformer.study.stats import Estimate
+
+    def text(value: float, rule: str) -> str:
+        return what_would_decide(Estimate(value, 0.05, 0.0, 0.0255, 0.95, seeds=1), rule, 0.05)
+
+    assert text(0.02, "greater").startswith("; with 80 % power this design finds effects of ± 0.071 or more (≈ 13 ")
+    assert "(≈ 6 seeds per run to find an effect of 0.030" in text(0.02, "equivalent")
+    assert "(≈ 4 seeds per run to find an effect of 0.040" in text(-0.01, "equivalent")
+    assert "(≈ 2 seeds per run to find an effect of 0.060" in text(-0.01, "at_most")
+    assert text(0.07, "equivalent").startswith("; the point estimate lies beyond the ± 0.05 band")
+    assert "seeds per run" not in text(0.001, "greater")  # ≈ 5100 seeds: past any design, not offered
+    assert "seeds per run" not in text(0.0, "greater")  # no effect to find
