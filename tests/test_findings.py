@@ -1379,3 +1379,36 @@ def test_an_estimate_of_a_run_that_did_not_run_is_none_and_samples_fall_back_to_
     assert ev.last_change("one", "a") is None  # a curve of one point has no last move
     floor = ev.preference("a", against="floor")  # per-pair samples of the run, none of the floor
     assert floor is not None and floor.value == pytest.approx(0.2)
+
+
+def test_row_texts_carry_the_numbers_they_name():
+    """The numbers a row prints beside its verdict are the run's: the init probe's per-depth means and paired rise,
+    the recovery and fine-tune accuracies, which objectives fine-tune to chance; and a reference without its
+    `group: reference` is refused in one line."""
+    from miniformer.errors import UserError
+    from miniformer.params import Study
+    from miniformer.study.claims import paired_over_inits
+
+    init = {"depths": [1, 8], "inits": 4,
+            "without_residual": {"cosine": [[0.5, 0.6, 0.55, 0.58], [0.98, 0.99, 0.97, 0.99]]},
+            "with_residual": {"cosine": [[0.05, 0.04, 0.06, 0.05], [0.3, 0.28, 0.31, 0.29]]}}
+    found = {f.claim: f for f in claims(Evidence({"baseline": base()}, init=init))}
+    dong = found["Without residuals token states collapse toward uniform with depth"]
+    assert "without residuals 0.56 / 0.98, with 0.05 / 0.30 (4 inits)" in dong.measurement
+    rise = paired_over_inits(Evidence({}), [0.98, 0.99, 0.97, 0.99], [0.5, 0.6, 0.55, 0.58])
+    assert rise.value == pytest.approx(0.425) and rise.seed_df == 3  # mean of the four paired differences
+    assert paired_over_inits(Evidence({}), [0.9], [0.5]) is None  # one init: no interval
+    metrics = {"baseline": base(finetune_accuracy=0.51), "obj_mlm": seeds(1.5, recovery_accuracy=0.9,
+                                                                           finetune_accuracy=0.8),
+               "obj_prefix": seeds(1.6, finetune_accuracy=0.7)}
+    found = {f.claim: f for f in claims(Evidence(metrics))}
+    assert "(MLM 0.900, causal 0.300" in found[RECOVERY].measurement
+    downstream = found["Denoising objectives beat a prefix LM downstream, after the same fine-tuning"].measurement
+    assert "(causal 0.510, prefix 0.700, MLM 0.800" in downstream and "at chance (within ± 0.05): causal)" in downstream
+    metrics.update(obj_mlm=seeds(1.5, finetune_accuracy=0.5), obj_prefix=seeds(1.6, finetune_accuracy=0.52))
+    (row,) = [f for f in claims(Evidence(metrics)) if f.claim.startswith("Denoising objectives beat")]
+    assert row.verdict == "undecided" and row.measurement.startswith(
+        "undecided at this budget: every objective fine-tunes to chance")
+    experiments = Study.load("params.yaml").experiments
+    with pytest.raises(UserError, match="give it `group: reference`"):
+        check_experiments({**experiments, "baseline": {**experiments["baseline"], "group": "positions"}})
