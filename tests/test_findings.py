@@ -1412,3 +1412,22 @@ def test_row_texts_carry_the_numbers_they_name():
     experiments = Study.load("params.yaml").experiments
     with pytest.raises(UserError, match="give it `group: reference`"):
         check_experiments({**experiments, "baseline": {**experiments["baseline"], "group": "positions"}})
+
+
+def test_the_leak_row_pairs_the_restored_windows_and_the_roles_row_says_when_no_swap_was_scored():
+    """The no-mask run's windows scored with the mask put back, minus the masked single head's same windows: a
+    difference that is the same on every window is certain, though the windows vary by ±1 nat."""
+    rng = np.random.default_rng(0)
+    difficulty = rng.standard_normal(200)
+
+    def run(key: str, shift: float) -> dict:
+        return {"seed0": {key: {"sum": (2.0 + shift + difficulty).tolist(), "count": [1] * 200}}}
+
+    metrics = {"baseline": base(), "attn_single_head": seeds(2.0, final_train_loss=2.0),
+               "attn_no_mask": seeds(0.1, final_train_loss=0.1)}
+    samples = {"attn_no_mask": run("val_with_causal_mask", 0.5), "attn_single_head": run("val", 0.0)}
+    found = {f.claim: f for f in claims(Evidence(metrics, samples))}
+    restored = found["No causal mask → leaked, too-low train loss"].estimates["restored"]
+    assert restored.value == pytest.approx(0.5) and restored.eval_se < 1e-9
+    roles = found["The learned Q/K/V roles matter: swapped in the trained model, it breaks"]
+    assert roles.verdict == "not run" and "was not scored with swapped roles" in roles.measurement
