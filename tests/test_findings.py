@@ -1431,3 +1431,18 @@ def test_the_leak_row_pairs_the_restored_windows_and_the_roles_row_says_when_no_
     assert restored.value == pytest.approx(0.5) and restored.eval_se < 1e-9
     roles = found["The learned Q/K/V roles matter: swapped in the trained model, it breaks"]
     assert roles.verdict == "not run" and "was not scored with swapped roles" in roles.measurement
+
+
+def test_rows_that_cannot_judge_say_what_is_missing():
+    """A row without its lengths, its arms or its tie counts says which is missing instead of printing a number."""
+    found = {f.claim: f for f in claims(Evidence({"baseline": base(), "pos_sinusoidal": seeds(2.4),
+                                                  "pos_none": seeds(2.2, order_preference=0.9),
+                                                  "pos_alibi": seeds(2.1)}))}
+    assert found["ALiBi stays flat past the training length"].measurement == "no length past block_size evaluated"
+    assert found["T5 bias extrapolates nearly as well as ALiBi at 2×"].measurement == (
+        "no loss at 2× block_size for both runs")
+    assert "not run in this profile: the learned arm (the long profile runs it)" in found[
+        "Causal LM without positions is close to with"].measurement
+    assert "causal NoPE 0.900 (ties n/a)" in found[ORDER].measurement  # no tie count recorded: not a made-up 0
+    press = found["Past the training length: sinusoidal worst, RoPE degrades, ALiBi best"].measurement
+    assert "RoPE's growth by head count" not in press  # one head count: nothing to compare
