@@ -1446,3 +1446,15 @@ def test_rows_that_cannot_judge_say_what_is_missing():
     assert "causal NoPE 0.900 (ties n/a)" in found[ORDER].measurement  # no tie count recorded: not a made-up 0
     press = found["Past the training length: sinusoidal worst, RoPE degrades, ALiBi best"].measurement
     assert "RoPE's growth by head count" not in press  # one head count: nothing to compare
+
+
+def test_zhai_row_states_its_spike_rule_and_the_rank_tests_numbers():
+    """Two unstable runs below six stable ones: the lowest rank sum, p = 1 / C(8, 2) = 0.036 one way, 1 the other."""
+    from miniformer.runtime.spikes import SPIKE_RISE, SPIKE_WINDOW
+
+    metrics, evidence = high_rate([0.1, 0.2], [2.0, 2.1, 2.2, 2.3, 2.4, 2.5])
+    zhai = "Low attention entropy goes with instability"
+    (f,) = [f for f in claims(Evidence(metrics, **evidence)) if f.claim == zhai]
+    assert (f"spikes = steps above {1 + SPIKE_RISE:g} × the running median of up to {SPIKE_WINDOW} steps"
+            in f.measurement)
+    assert "p = 0.036 (opposite: 1.000; the smallest p 2 unstable of 8 runs allow: 0.036)" in f.measurement
