@@ -83,8 +83,9 @@ mutation: venv
 	$(PY) tests/mutation.py src/miniformer/study/stats.py --min-score 0.85 -- $(STUDY_TESTS)
 	$(PY) tests/mutation.py src/miniformer/study/claims.py -- $(STUDY_TESTS)
 	$(PY) tests/mutation.py src/miniformer/study/findings.py -- $(STUDY_TESTS)
-	for m in losses attention order probe generations uniformity; do $(PY) tests/mutation.py \
-	  src/miniformer/evaluation/$$m.py -- tests/test_known_values.py tests/test_order.py tests/test_engine.py \
+	for m in losses attention order probe generations uniformity finetune role_swap position_table init_uniformity \
+	  subject; do $(PY) tests/mutation.py src/miniformer/evaluation/$$m.py -- tests/test_known_values.py \
+	  tests/test_order.py tests/test_generation_quality.py tests/test_core.py tests/test_engine.py \
 	  tests/test_fidelity.py || exit 1; done
 	$(PY) tests/mutation.py src/miniformer/runtime/schedule.py -- tests/test_known_values.py
 	$(PY) tests/mutation.py src/miniformer/runtime/ngram.py -- tests/test_known_values.py \
