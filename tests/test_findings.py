@@ -1458,3 +1458,46 @@ def test_zhai_row_states_its_spike_rule_and_the_rank_tests_numbers():
     assert (f"spikes = steps above {1 + SPIKE_RISE:g} × the running median of up to {SPIKE_WINDOW} steps"
             in f.measurement)
     assert "p = 0.036 (opposite: 1.000; the smallest p 2 unstable of 8 runs allow: 0.036)" in f.measurement
+
+
+def test_a_settled_gap_says_so_and_the_learned_row_judges_one_estimate():
+    def run(losses: list[float]) -> dict:
+        return {"seed0": {"val": {"sum": [losses[-1]] * 4, "count": [1] * 4},
+                          "curve": {"steps": [100, 200, 300], "windows": [[v, v + 0.1, v - 0.1, v] for v in losses]}}}
+
+    metrics = {"baseline": {"seed0": {"val_loss": 2.0}}, "block_rmsnorm": {"seed0": {"val_loss": 2.2}}}
+    samples = {"baseline": run([3.0, 2.5, 2.0]), "block_rmsnorm": run([3.2, 2.7, 2.2])}  # the gap holds at 0.2
+    (f,) = [f for f in claims(Evidence(metrics, samples)) if f.claim == "RMSNorm ≈ LayerNorm"]
+    assert f.trend == "settled" and "(settled)" in f.measurement
+    metrics = {"baseline": base(), "pos_learned": seeds(2.3), "pos_learned_token_scale": seeds(2.0),
+               "pos_sinusoidal": seeds(2.0)}
+    (f,) = [f for f in claims(Evidence(metrics)) if f.claim == "Learned ≈ sinusoidal positions in distribution"]
+    assert f.judged == ("learned (stored like the tokens) − sinusoidal",)  # the raw table is shown, not judged
+
+
+def test_the_role_swaps_are_paired_over_the_windows_scored_twice():
+    """Each swap minus intact on the same windows: a shift that is the same on every window is certain."""
+    rng = np.random.default_rng(0)
+    difficulty = (2.0 + rng.standard_normal(100)).tolist()
+
+    def scored(shift: float) -> dict:
+        return {"sum": [d + shift for d in difficulty], "count": [1] * 100}
+
+    swaps = {"intact": scored(0.0), "swap_qk": scored(1.0), "swap_qv": scored(2.0), "swap_kv": scored(3.0)}
+    samples = {"baseline": {f"seed{i}": {"role_swap": swaps} for i in range(3)}}
+    (f,) = [f for f in claims(Evidence({"baseline": base()}, samples))
+            if f.claim == "The learned Q/K/V roles matter: swapped in the trained model, it breaks"]
+    assert f.verdict == "reproduced"
+    for name, shift in (("swap_qk", 1.0), ("swap_qv", 2.0), ("swap_kv", 3.0)):
+        e = f.estimates[name]
+        assert e.value == pytest.approx(shift) and e.half_width < 1e-6
+
+
+def test_the_floor_contrast_is_paired_over_the_pairs():
+    """The model and the n-gram floor score the same pairs: where they agree pair by pair, resampling the pairs
+    cannot move their difference (drawn apart it would: an unpaired interval is wider than it needs to be)."""
+    pairs = [1.0, 0.0, 1.0, 1.0, 0.0, 1.0, 0.0, 1.0] * 25
+    metrics = {"baseline": base(order_preference=0.625, order_preference_floor=0.625)}
+    ev = Evidence(metrics, {"baseline": {f"seed{i}": {"pairs": pairs, "pairs_floor": pairs} for i in range(3)}})
+    e = ev.preference("baseline", against="floor")
+    assert e.value == pytest.approx(0.0) and e.eval_se == pytest.approx(0.0)

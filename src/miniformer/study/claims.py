@@ -873,7 +873,7 @@ def within_run_effect(ev: Evidence, exp: str, a: str, b: str) -> Estimate | None
     if not ev.m.has(exp):
         return None
     if ev.runs(exp) and all(r.size(a) and r.size(b) for r in ev.runs(exp)):
-        return ev.contrast(difference_quantity(a, b), [a, b], [(exp, 1.0)])
+        return ev.contrast(difference_quantity(a, b), [a, b], [(exp, 1.0)], same_items=True)  # one window, two ways
     ka, kb = f"role_swap_{a.partition(':')[2]}", f"role_swap_{b.partition(':')[2]}"
     return ev.metrics_contrast(lambda r: minus(r.get(ka), r.get(kb)), [(exp, 1.0)])
 

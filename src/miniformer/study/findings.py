@@ -168,14 +168,15 @@ class Contrasts:
             return Spread(sd, df, "own")
         return self.pooled({e: [q(r, {}) for r in rs.values()] for e, rs in self.samples.items()}, exp)
 
-    def contrast(self, q: Quantity, sources: list[str], terms: list[tuple[str, float]]) -> Estimate | None:
+    def contrast(self, q: Quantity, sources: list[str], terms: list[tuple[str, float]],
+                 same_items: bool = False) -> Estimate | None:
         """Σ weight × mean over exp's seeds of quantity q, for (exp, weight) terms: paired bootstrap over the sources
-        plus each experiment's seed spread (own or pooled)."""
+        (``same_items``: the sources score the same items, Interval.contrast) plus each experiment's seed spread."""
         exps = [e for e, _ in terms]
         if not all(self.m.has(e) and self.runs(e) for e in exps):
             return None
         return self.interval.contrast(q, sources, [(w, self.runs(e)) for e, w in terms],
-                                    [self.spread(q, e) for e in exps], exps)
+                                      [self.spread(q, e) for e in exps], exps, same_items)
 
     def metrics_spread(self, f: Callable[[dict], float | None], exp: str) -> Spread:
         """As spread, for a quantity read from metrics.json (no per-window samples)."""
@@ -268,7 +269,7 @@ class Evidence(Contrasts):
             floor = "pairs_floor" if against else None
             return self.contrast(lambda s, idx: minus(s.mean(source, idx.get(source)),
                                                       0.5 if floor is None else s.mean(floor, idx.get(floor))),
-                                 [source] + ([floor] if floor else []), [(exp, 1.0)])
+                                 [source] + ([floor] if floor else []), [(exp, 1.0)], same_items=True)
         key = "order_preference"
         floor_key = "order_preference_floor" if against else None
         return self.metrics_contrast(lambda r: minus(r.get(key), 0.5 if floor_key is None else r.get(floor_key)),

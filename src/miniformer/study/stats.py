@@ -309,11 +309,14 @@ class Interval:
         return self.contrast(quantity, sources, groups, [shared] * len(groups))
 
     def contrast(self, quantity: Quantity, sources: Sequence[str], runs: Sequence[tuple[float, Sequence[Samples]]],
-                 spreads: Sequence[Spread], names: Sequence[str] = ()) -> Estimate | None:
+                 spreads: Sequence[Spread], names: Sequence[str] = (), same_items: bool = False) -> Estimate | None:
         """Σ weight × (mean over the runs of the quantity), e.g. a − b with weights +1 / −1.
 
         The bootstrap draws one set of indices per source and applies it to every run: all runs of one objective are
-        scored on the same windows and items, so the contrast is paired. ``spreads`` holds each term's seed spread.
+        scored on the same windows and items, so the contrast is paired. ``same_items``: the sources score the same
+        items too (one window with roles swapped and intact, one pair by the model and by the n-gram floor), so one
+        set of indices serves them all and the difference is paired over the items as well (sources of unequal sizes
+        cannot be: drawn apart). ``spreads`` holds each term's seed spread.
         """
         if not runs or not all(r for _, r in runs):
             return None
@@ -324,7 +327,9 @@ class Interval:
         rng = np.random.default_rng(self.seed)
         # the indices drawn replicate by replicate (the draws' order is the interval's seed), then evaluated a block
         # of replicates at a time: one array operation per source and run instead of one per replicate
-        draws = [{s: rng.integers(0, n, n) for s, n in sizes.items()}
+        shared = next(iter(sizes.values())) if same_items and len(set(sizes.values())) == 1 else None
+        draws = [{s: rng.integers(0, n, n) for s, n in sizes.items()} if shared is None else
+                 dict.fromkeys(sizes, rng.integers(0, shared, shared))
                  for _ in range(self.bootstrap if all(sizes.values()) else 0)]
         replicates: list[np.ndarray] = []
         for start in range(0, len(draws), BOOTSTRAP_BLOCK):
