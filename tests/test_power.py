@@ -184,3 +184,16 @@ def test_what_would_decide_worked_by_hand():
     assert text(0.07, "equivalent").startswith("; the point estimate lies beyond the ± 0.05 band")
     assert "seeds per run" not in text(0.001, "greater")  # ≈ 5100 seeds: past any design, not offered
     assert "seeds per run" not in text(0.0, "greater")  # no effect to find
+
+
+def test_two_seeds_of_windows_join_the_pool_too():
+    """The per-window path reads a run's spread as the metrics path does: two seeds are one degree of freedom, so
+    they join the pool rather than stand alone."""
+    def windows(shift: float) -> dict:
+        return {"val": {"sum": [2.0 + shift, 2.1 + shift], "count": [1, 1]}}
+
+    metrics = {"baseline": runs_of([2.05, 2.15, 2.25]), "pos_alibi": runs_of([2.0, 2.02])}
+    samples = {"baseline": {f"seed{i}": windows(s) for i, s in enumerate([0.0, 0.1, 0.2])},
+               "pos_alibi": {f"seed{i}": windows(s) for i, s in enumerate([0.0, 0.02])}}
+    e = Evidence(metrics, samples).effect("pos_alibi", None)
+    assert "pooled" in e.variance and e.seed_df == 3  # the baseline's 2 + its own 1
