@@ -15,7 +15,7 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 
 from miniformer.errors import UserError
-from miniformer.study.claim_table import estimate_text, judged_names, moved
+from miniformer.study.claim_table import estimate_text, judged_names, moved, named_estimates
 from miniformer.study.findings import Finding
 
 BUDGETS_DIR = "budgets"  # results/budgets/<name>.json: the claims.json of the same study at another budget
@@ -58,7 +58,7 @@ def _headline(record: dict | None) -> str:
     judged = _judged(record)
     if not judged:
         return "—"
-    known = [n for n, e in ((record or {}).get("estimates") or {}).items() if e and e.get("effect") is not None]
+    known = [n for n, _ in named_estimates(record)]
     (name, first) = judged[0]
     more = len(known) - (name in known)
     return f"{name}: {estimate_text(first) if first and first.get('effect') is not None else 'n/a'}" + (
