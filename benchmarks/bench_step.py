@@ -180,9 +180,16 @@ def job_overhead() -> dict[str, float]:
         "import train stack (torch, dvclive, tokenizers)": timed(
             [sys.executable, "-c", "import miniformer.stages.train, dvclive, tokenizers"]),
         # torch.optim wraps its methods in torch._disable_dynamo, whose first call imports torch._dynamo
-        "import torch + first optimizer (imports torch._dynamo)": timed(
-            [sys.executable, "-c", "import torch; torch.optim.AdamW([torch.nn.Parameter(torch.zeros(1))])"]),
+        "import torch + torch.optim.AdamW, one step (imports torch._dynamo)": timed(
+            [sys.executable, "-c", FIRST_STEP.format(optimizer="torch.optim.AdamW")]),
+        "import torch + miniformer's AdamW, one step (the same kernels, no torch._dynamo)": timed(
+            [sys.executable, "-c", FIRST_STEP.format(optimizer="miniformer.runtime.optim.AdamW")]),
     }
+
+
+# one fused update of one parameter, in a fresh interpreter
+FIRST_STEP = ("import torch, miniformer.runtime.optim; p = torch.nn.Parameter(torch.zeros(1)); p.grad = torch.ones(1); "
+              "{optimizer}([{{'params': [p]}}], lr=0.1, fused=True).step()")
 
 
 def device_line() -> str:

@@ -17,6 +17,7 @@ import torch.nn.functional as F
 from torch import Tensor, nn
 
 from miniformer.evaluation.subject import Measured, Subject
+from miniformer.runtime.optim import AdamW
 
 FINETUNE_LR = 1e-3
 TRAIN_CHARACTERS = 2_000_000  # of the train split, decoded for its lines (enough lines for any fine-tune here)
@@ -98,12 +99,12 @@ def finetuned_outcomes(s: Subject, lr: float, seed: int) -> tuple[list[int], int
     length = item_length(s, train + test)
     torch.manual_seed(seed)
     clf = LineClassifier(copy.deepcopy(s.model), s.objective, s.model.cfg.n_embd, length).to(s.device).train()
-    opt = torch.optim.AdamW(clf.parameters(), lr=lr, weight_decay=0.0)
+    opt = AdamW([{"params": clf.parameters()}], lr=lr, weight_decay=0.0)
     for i in range(0, len(train) - t.batch_size + 1, t.batch_size):
         chunk = train[i : i + t.batch_size]
         x = torch.tensor([encode_line(s, line, length) for line, _ in chunk], device=s.device)
         loss = F.cross_entropy(clf(x), torch.tensor([y for _, y in chunk], device=s.device))
-        opt.zero_grad(set_to_none=True)
+        opt.zero_grad()
         loss.backward()
         torch.nn.utils.clip_grad_norm_(clf.parameters(), t.grad_clip)
         opt.step()
