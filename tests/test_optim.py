@@ -5,11 +5,12 @@ from __future__ import annotations
 
 import subprocess
 import sys
+from types import SimpleNamespace
 
 import pytest
 import torch
 
-from miniformer.runtime.optim import AdamW
+from miniformer.runtime.optim import AdamW, make_optimizer, set_lr, update
 
 
 def _model(seed: int = 0) -> torch.nn.Module:
@@ -95,3 +96,47 @@ def test_training_a_step_never_imports_torch_dynamo():
             "print('torch._dynamo' in sys.modules)")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
     assert out.strip() == "False"
+
+
+def test_the_defaults_are_torchs():
+    # the fine-tune names only its rate and decay: the betas, eps and the per-tensor path are the defaults'
+    model = _model()
+    ours = AdamW([{"params": model.parameters()}], lr=1e-3).state_dict()["param_groups"]
+    assert ours == torch.optim.AdamW(model.parameters(), lr=1e-3).state_dict()["param_groups"]
+
+
+def test_loading_a_state_replaces_the_one_there():
+    (model, opt), (fresh_model, fresh) = _pair(True)
+    empty = opt.state_dict()  # saved before any step
+    _train(model, opt, 2)
+    model.load_state_dict(fresh_model.state_dict())
+    opt.load_state_dict(empty)
+    _train(model, opt, 3)
+    _train(fresh_model, fresh, 3)
+    assert _same_weights(model, fresh_model)
+
+
+def test_the_trainers_optimizer_decays_matrices_only_in_one_fused_kernel():
+    model = _model()
+    t = SimpleNamespace(lr=3e-3, beta1=0.9, beta2=0.95, weight_decay=0.1)
+    opt = make_optimizer(model, t, torch.device("cpu"))
+    decayed, kept = opt.param_groups
+    assert [p.dim() for p in decayed["params"]] == [2, 2] and decayed["weight_decay"] == 0.1
+    assert [p.dim() for p in kept["params"]] == [1, 1, 1, 1] and kept["weight_decay"] == 0.0
+    assert all(g["fused"] and g["lr"] == 3e-3 and g["betas"] == (0.9, 0.95) for g in opt.param_groups)
+    set_lr(opt, 7e-4)
+    assert [g["lr"] for g in opt.param_groups] == [7e-4, 7e-4]
+
+
+def test_an_update_returns_loss_and_unclipped_norm_and_skips_a_non_finite_step():
+    model = _model()
+    opt = AdamW(_groups(model), lr=0.1, fused=True)
+    torch.manual_seed(1)
+    loss = model(torch.randn(5, 6)).pow(2).mean() * 1e3
+    before = [p.clone() for p in model.parameters()]
+    value, norm = update(model, opt, loss, grad_clip=1.0)
+    assert value == pytest.approx(float(loss)) and norm > 1.0  # the norm before clipping
+    assert all(not torch.equal(a, b) for a, b in zip(before, model.parameters()))
+    kept = [p.clone() for p in model.parameters()]
+    value, _ = update(model, opt, model(torch.full((5, 6), float("nan"))).sum(), grad_clip=1.0)
+    assert value != value and all(torch.equal(a, b) for a, b in zip(kept, model.parameters()))
