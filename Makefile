@@ -88,5 +88,6 @@ mutation: venv
 	  tests/test_order.py tests/test_generation_quality.py tests/test_core.py tests/test_engine.py \
 	  tests/test_fidelity.py || exit 1; done
 	$(PY) tests/mutation.py src/miniformer/runtime/schedule.py -- tests/test_known_values.py
+	$(PY) tests/mutation.py src/miniformer/runtime/optim.py -- tests/test_optim.py
 	$(PY) tests/mutation.py src/miniformer/runtime/ngram.py -- tests/test_known_values.py \
 	  tests/test_generation_quality.py tests/test_order.py

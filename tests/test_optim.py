@@ -135,8 +135,14 @@ def test_an_update_returns_loss_and_unclipped_norm_and_skips_a_non_finite_step()
     loss = model(torch.randn(5, 6)).pow(2).mean() * 1e3
     before = [p.clone() for p in model.parameters()]
     value, norm = update(model, opt, loss, grad_clip=1.0)
-    assert value == pytest.approx(float(loss)) and norm > 1.0  # the norm before clipping
+    assert value == pytest.approx(loss.item()) and norm > 1.0  # the norm before clipping
     assert all(not torch.equal(a, b) for a, b in zip(before, model.parameters()))
+    x = torch.randn(5, 6)
+    alone = torch.autograd.grad(model(x).sum(), list(model.parameters()))  # the step's gradient is its own loss's
+    update(model, opt, model(x).sum(), grad_clip=1e9)  # unclipped, to compare
+    assert all(torch.equal(p.grad, g) for p, g in zip(model.parameters(), alone))
     kept = [p.clone() for p in model.parameters()]
     value, _ = update(model, opt, model(torch.full((5, 6), float("nan"))).sum(), grad_clip=1.0)
     assert value != value and all(torch.equal(a, b) for a, b in zip(kept, model.parameters()))
+    value, norm = update(model, opt, (model(x).pow(2).mean() * 0).sqrt(), grad_clip=1.0)  # finite loss, NaN gradient
+    assert value == 0.0 and norm != norm and all(torch.equal(a, b) for a, b in zip(kept, model.parameters()))
