@@ -408,10 +408,8 @@ def test_acceptability_items_are_lines_or_their_words_shuffled_half_each():
     assert acceptability_items(speeches, 6, seed=0) == items  # the same items for every run
 
 
-@pytest.mark.parametrize("objective", ["causal", "mlm"])
-def test_the_finetune_probe_runs_end_to_end_on_a_tiny_model_and_leaves_it_untouched(objective):
-    from miniformer.evaluation.finetune import finetune
-    from miniformer.evaluation.subject import Subject
+def _finetune_setting(objective: str) -> tuple[dict, SimpleNamespace, MiniFormer]:
+    """Params, data and an untrained tiny model for the fine-tune probe: a play of numbered lines, 8 per speech."""
     from miniformer.network.objectives import Specials
     from miniformer.tokenizer import CharTokenizer
 
@@ -427,6 +425,16 @@ def test_the_finetune_probe_runs_end_to_end_on_a_tiny_model_and_leaves_it_untouc
     run = Study(params).config("baseline", 0)
     torch.manual_seed(0)
     model = MiniFormer(ModelConfig(**{**run.model.to_dict(), "vocab_size": Specials(tok.vocab_size).model_vocab}))
+    return params, data, model
+
+
+@pytest.mark.parametrize("objective", ["causal", "mlm"])
+def test_the_finetune_probe_runs_end_to_end_on_a_tiny_model_and_leaves_it_untouched(objective):
+    from miniformer.evaluation.finetune import finetune
+    from miniformer.evaluation.subject import Subject
+
+    params, data, model = _finetune_setting(objective)
+    run = Study(params).config("baseline", 0)
     before = {k: v.clone() for k, v in model.state_dict().items()}
     measured = finetune(Subject(run, model.eval(), data, torch.device("cpu")))
     result = measured.values["finetune"]
@@ -447,6 +455,22 @@ def test_the_finetune_probe_runs_end_to_end_on_a_tiny_model_and_leaves_it_untouc
     assert result["per_seed"] == pytest.approx([np.mean(o) for o in each])
     assert result["accuracy"] == pytest.approx(np.mean(each))
     assert each[0] == measured.samples["finetune"]  # the first fine-tune is the one a single fine-tune runs
+
+
+@pytest.mark.parametrize("objective", ["causal", "mlm"])
+def test_the_finetune_trains_its_copy(objective):
+    """At rate 0 the fine-tune's guesses are its untrained head's; at a rate that learns they move. A fine-tune that
+    never stepped (no backward, no update) would guess the same at both."""
+    from miniformer.evaluation.finetune import finetuned_outcomes
+    from miniformer.evaluation.subject import Subject
+
+    params, data, model = _finetune_setting(objective)
+    params["eval"].update(finetune_steps=12, finetune_items=64)
+    s = Subject(Study(params).config("baseline", 0), model.eval(), data, torch.device("cpu"))
+    untrained, n_train = finetuned_outcomes(s, 0.0, seed=0)
+    trained, _ = finetuned_outcomes(s, 0.05, seed=0)
+    assert n_train == 12 * 8 and len(untrained) == len(trained) == 64
+    assert untrained != trained
 
 
 def test_the_finetune_reads_every_item_at_the_longest_items_length_within_the_block():
