@@ -16,7 +16,7 @@ from miniformer.evaluation.losses import length_sweep
 from miniformer.evaluation.subject import Subject
 from miniformer.evaluation.uniformity import uniformity
 from miniformer.network.model import MiniFormer, ModelConfig
-from miniformer.network.objectives import OBJECTIVES, Specials
+from miniformer.network.objectives import OBJECTIVES, Specials, objective_named
 from miniformer.network.positions import (
     ALiBi,
     Rotary,
@@ -228,6 +228,28 @@ def test_hidden_uniformity_is_one_for_identical_states_and_zero_for_orthogonal_o
                               .expand(B, T, 2)))
     T = 8  # alternating ±e1: of the 8·7 ordered pairs, 24 agree (+1) and 32 disagree (−1)
     assert uniformity(opposite).values["hidden_uniformity"] == pytest.approx((24 - 32) / (T * (T - 1)))
+
+
+@pytest.mark.parametrize("objective, head_windows", [("causal", 7), ("mlm", 8)])
+def test_uniformity_and_head_stats_read_a_fixed_sample_of_held_out_windows(objective, head_windows):
+    """The sample each number rests on (a window more or less would move it): uniformity reads 8 windows of
+    block_size tokens; the head statistics read the first windows within 8 blocks' worth of tokens, which is 7 for a
+    causal model, whose windows carry one token more (its targets), and 8 for the others."""
+    seen = []
+
+    def ones(B: int, T: int) -> torch.Tensor:
+        seen.append((B, T))
+        return torch.ones(B, T, 4)
+
+    def maps(B: int, T: int) -> list[torch.Tensor]:
+        seen.append((B, T))
+        return [uniform_causal(B, 2, T)]
+
+    for stat, stub in ((uniformity, Stub(hidden=ones)), (head_stats, Stub(weights=maps))):
+        s = evaluator(stub, block=16)
+        s.objective = objective_named(objective)
+        stat(s)
+    assert seen == [(8, 16), (head_windows, 16)]
 
 
 def uniform_causal(B: int, H: int, T: int) -> torch.Tensor:
