@@ -10,6 +10,7 @@ from types import SimpleNamespace
 import numpy as np
 import pytest
 import torch
+import torch.nn.functional as F
 
 from miniformer.evaluation.attention import head_stats
 from miniformer.evaluation.losses import length_sweep
@@ -318,6 +319,45 @@ def test_a_long_windows_text_is_its_short_windows_text_so_growth_can_be_paired()
         assert long[:kept] == pytest.approx(inner, abs=1e-3)  # the samples are rounded to 4 decimals
         assert not np.allclose(long[1:kept], inner[:-1], atol=1e-3)  # shifted by one window it no longer matches
         assert nested_growth(per_window, m) == pytest.approx(list(long[:kept] - inner), abs=1e-9)
+
+
+def test_the_shared_probes_items_are_held_out_lines_cut_to_the_block_with_a_hidden_position_inside():
+    """Lines cut to block_size − 4 characters; a line shorter than 8 after the cut, or with a character the tokenizer
+    lacks, is skipped; the hidden position is never one of the first two or last two; eval.probe_items items."""
+    from miniformer.evaluation.probe import probe_items
+    from miniformer.tokenizer import CharTokenizer
+
+    tok = CharTokenizer.train("abcdefghij \n")
+    lines = ["abcdefghij abcdefghij"] * 70 + ["abc"] * 20 + ["abcdefghij ẞ"] * 20
+    s = SimpleNamespace(T=12, tok=tok, held_out_lines=lines, run=SimpleNamespace(eval=SimpleNamespace(probe_items=60)))
+    items = probe_items(s)
+    assert len(items) == 60 and all(ids == tok.encode("abcdefgh") for ids, _ in items)  # 12 − 4 characters
+    assert {i for _, i in items} == {2, 3, 4, 5}  # every position but the first two and the last two
+    assert probe_items(s) == items  # the same items for every run
+    rotations = ["abcdefghij"[k:] + "abcdefghij"[:k] for k in range(10)]  # ten different lines
+    s.held_out_lines, s.run.eval.probe_items = rotations, 3
+    picked = [tok.decode(ids) for ids, _ in probe_items(s)]
+    assert len(set(picked)) == 3 and picked != [r[:8] for r in rotations[:3]]  # drawn over the split, not its start
+    s.T = 11  # the cut leaves 7 characters: too short for an item
+    assert probe_items(s) == []
+
+
+def test_the_continuation_loss_is_read_on_a_lines_second_half_and_only_for_left_to_right_models():
+    """A stand-in certain of the next token (ids count up) from position 3 on and uniform over 8 before. A 6-id line
+    is read from position half − 1 = 2 on: once uniform (log 8), twice certain (0)."""
+    def logits(idx: torch.Tensor) -> torch.Tensor:
+        B, T = idx.shape
+        out = torch.zeros(B, T, 8)
+        nxt = (idx + 1) % 8
+        out[:, 3:] = F.one_hot(nxt[:, 3:], 8).float() * 100.0
+        return out
+
+    from miniformer.evaluation.probe import continuation_loss
+
+    s = evaluator(Stub(logits=logits), block=16)
+    assert continuation_loss(s, list(range(6))) == pytest.approx(math.log(8) / 3, abs=1e-6)
+    s.objective = objective_named("mlm")
+    assert continuation_loss(s, list(range(8))) is None
 
 
 # --- eval.json -> metrics.json ---------------------------------------------------------------------------------------
