@@ -33,6 +33,23 @@ def test_pairs_keep_the_tokens_and_change_the_order():
     assert swapped_lines(LINES, 10) == pairs  # fixed seed: every run gets the same pairs
 
 
+def test_pairs_are_read_after_a_line_break_and_cut_to_fill_the_block_exactly():
+    from types import SimpleNamespace
+
+    from miniformer.evaluation.order import order_pairs
+    from miniformer.tokenizer import CharTokenizer
+
+    tok = CharTokenizer.train("the cats sat on a mat by the door\n")
+    lines = ["the cats sat on a mat by the door", "a cat by the"]
+    run = SimpleNamespace(eval=SimpleNamespace(order_pairs=5))
+    s = SimpleNamespace(T=16, tok=tok, test_lines=lambda: lines, run=run)
+    pairs = order_pairs(s)
+    assert len(pairs) == 2
+    for true, swapped in pairs:
+        assert true[0] == swapped[0] == tok.encode("\n")[0] and sorted(true) == sorted(swapped) and true != swapped
+    assert sorted(len(true) for true, _ in pairs) == [1 + len(lines[1]), 16]  # the long line cut to the block, whole
+
+
 def scorer(objective: str, pos: str) -> Subject:
     torch.manual_seed(0)
     vocab = 20
