@@ -535,6 +535,28 @@ def test_the_finetune_trains_its_copy(objective):
     assert untrained != trained
 
 
+def test_the_attention_maps_read_the_probe_line_or_a_held_out_line_when_it_cannot_be_read():
+    """A probe line of two readable characters is drawn as it is, cut to the block; one in another script (one
+    readable character at most) gives way to the first held-out line; a causal model's maps have nothing above the
+    diagonal."""
+    from miniformer.evaluation.attention import probe_line_maps
+    from miniformer.evaluation.subject import Subject
+
+    params, data, model = _finetune_setting("causal")
+
+    def maps(probe_line: str) -> dict:
+        params["eval"]["probe_line"] = probe_line
+        return probe_line_maps(Subject(Study(params).config("baseline", 0), model.eval(), data,
+                                       torch.device("cpu"))).files["attention.json"]
+
+    assert maps("li")["tokens"] == ["l", "i"]
+    assert "".join(maps("line " * 10)["tokens"]) == ("line " * 10)[:32]  # cut to the block
+    assert maps("l我打你")["tokens"] == maps("我打你")["tokens"] != ["l"]  # one readable character is not a line
+    other_script = maps("我打你")
+    first_held_out = Subject(Study(params).config("baseline", 0), model, data, torch.device("cpu")).test_lines()[0]
+    assert "".join(other_script["tokens"]) == first_held_out[:32] and other_script["upper_triangle_zero"]
+
+
 def test_the_finetune_reads_every_item_at_the_longest_items_length_within_the_block():
     from miniformer.evaluation.finetune import encode_line, item_length
     from miniformer.tokenizer import CharTokenizer
@@ -654,6 +676,11 @@ def test_table_motion_reads_each_table_against_its_own_initial_draw():
         rms = float(initial.pow(2).mean().sqrt() * model.pos_scale)
         moved = table_motion(s).values["table_motion"]
         assert moved["position"] == pytest.approx(0.5 / rms, rel=1e-5) and moved["token"] == pytest.approx(0.0)
+        with torch.no_grad():  # the tables' own RMS, in the scale each enters the model at
+            model.position.wpe.weight.fill_(0.5 / model.pos_scale)
+            model.wte.weight.fill_(0.25 / model.embed_scale)
+        spread = table_motion(s).values["table_motion"]
+        assert spread["position_rms"] == pytest.approx(0.5) and spread["token_rms"] == pytest.approx(0.25)
     torch.manual_seed(7)
     rope = MiniFormer(ModelConfig(vocab_size=20, block_size=16, n_layer=1, n_head=2, n_embd=16))
     assert table_motion(SimpleNamespace(model=rope, run=SimpleNamespace(seed=7))).values == {}
