@@ -231,6 +231,32 @@ def test_hidden_uniformity_is_one_for_identical_states_and_zero_for_orthogonal_o
     assert uniformity(opposite).values["hidden_uniformity"] == pytest.approx((24 - 32) / (T * (T - 1)))
 
 
+def test_a_subjects_held_out_lines_are_verse_long_enough_and_its_test_lines_fit_the_block():
+    """Held-out lines: the test split's lines of at least min(20, block_size / 2) characters, speaker names (ending in
+    ':') left out. Test lines: those that fit the block, then — only when fewer than eval.order_pairs do — the longer
+    ones cut to it. The n-gram model of an order is built once."""
+    from miniformer.tokenizer import CharTokenizer
+
+    text = ("FIRST CITIZEN OF ROME:\nshort\nsixteen letters.\ntwenty characters ok\nthis line has twenty-one\n"
+            "the longest line of them all here\n")
+    tok = CharTokenizer.train(text)
+    ids = np.asarray(tok.encode(text), dtype=np.uint16)
+    data = SimpleNamespace(vocab_size=tok.vocab_size, tokenizer=tok, splits={k: ids for k in ("train", "val", "test")})
+    params = tiny_params("corpus.txt")
+
+    def subject(block: int, pairs: int) -> Subject:
+        params["model"]["block_size"], params["eval"]["order_pairs"] = block, pairs
+        return Subject(Study(params).config("baseline", 0), Stub(), data, torch.device("cpu"))
+
+    whole = ["sixteen letters.", "twenty characters ok", "this line has twenty-one"]
+    assert subject(24, 3).held_out_lines == whole + ["the longest line of them all here"]  # at least min(20, 12)
+    assert subject(24, 3).test_lines() == whole  # enough lines that fit: none cut
+    assert subject(24, 4).test_lines() == whole + ["the longest line of them"]  # too few: the long one cut to 24
+    s = subject(48, 3)
+    assert s.held_out_lines == whole[1:] + ["the longest line of them all here"]  # at least 20
+    assert s.ngram(2) is s.ngram(2) and s.ngram(3).order == 3
+
+
 @pytest.mark.parametrize("objective, head_windows", [("causal", 7), ("mlm", 8)])
 def test_uniformity_and_head_stats_read_a_fixed_sample_of_held_out_windows(objective, head_windows):
     """The sample each number rests on (a window more or less would move it): uniformity reads 8 windows of
