@@ -231,6 +231,40 @@ def test_hidden_uniformity_is_one_for_identical_states_and_zero_for_orthogonal_o
     assert uniformity(opposite).values["hidden_uniformity"] == pytest.approx((24 - 32) / (T * (T - 1)))
 
 
+def test_order_sensitivity_shuffles_the_context_before_the_last_quarter_and_reads_the_loss_after_it():
+    """Left to right: a stand-in certain that token p is the window's first token + p (true of the data 0, 1, 2, …)
+    from position 3T/4 on, and uniform before. Intact, the last quarter costs nothing, so the loss is exactly 0 only
+    when it is read from 3T/4 on; shuffling the first 3T/4 tokens moves the first token, and every tail guess fails.
+    MLM: a stand-in certain of token p's value p mod 8 scores the masked tokens of the first window right; shuffled
+    (the targets move with their tokens) it cannot; span corruption has no shuffled reading (None in the report)."""
+    from miniformer.evaluation.order import order_sensitivity
+
+    T, cut = 8, 6
+
+    def from_the_first(idx: torch.Tensor) -> torch.Tensor:
+        B, n = idx.shape
+        guess = (idx[:, :1] + torch.arange(1, n + 1)) % 8
+        out = F.one_hot(guess, 8).float() * 100.0
+        out[:, :cut] = 0.0
+        return out
+
+    causal = order_sensitivity(evaluator(Stub(logits=from_the_first), block=T)).values["order_sensitivity"]
+    assert causal["intact"] == pytest.approx(0.0, abs=1e-6) and causal["shuffled"] > 50
+    assert causal["delta"] == causal["shuffled"] - causal["intact"]
+
+    def by_position(idx: torch.Tensor) -> torch.Tensor:
+        # as wide as the model's vocabulary with its special tokens (span corruption's targets are sentinels)
+        return (F.one_hot(torch.arange(idx.size(1)) % 8, 32).float() * 100.0).expand(idx.size(0), -1, -1)
+
+    s = evaluator(Stub(logits=by_position), block=T)
+    s.objective = objective_named("mlm")
+    mlm = order_sensitivity(s).values["order_sensitivity"]
+    assert mlm["shuffled"] > mlm["intact"] + 10 and mlm["delta"] == mlm["shuffled"] - mlm["intact"]
+    s.objective = objective_named("span")
+    span = order_sensitivity(s).values["order_sensitivity"]
+    assert math.isnan(span["shuffled"]) and math.isfinite(span["intact"])
+
+
 def test_a_subjects_held_out_lines_are_verse_long_enough_and_its_test_lines_fit_the_block():
     """Held-out lines: the test split's lines of at least min(20, block_size / 2) characters, speaker names (ending in
     ':') left out. Test lines: those that fit the block, then — only when fewer than eval.order_pairs do — the longer
