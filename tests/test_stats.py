@@ -20,6 +20,7 @@ from miniformer.study.stats import (
     f_quantile,
     greater,
     less,
+    nested_growth,
     outlying_spreads,
     seed_spread,
     source_quantity,
@@ -263,3 +264,16 @@ def test_a_seed_spread_far_wider_than_the_rests_is_screened_out_of_the_pool():
     assert outlying_spreads({"flat": [1.0, 1.0, 1.0], "flat2": [2.0, 2.0, 2.0], "wide": [1.0, 1.1, 1.2]}, 0.05) == {}
     assert outlying_spreads({**quiet, "moderate": [1.0, 1.02, 1.04]}, 0.05) == {}  # 4× the rest's: under 8.03
     assert list(outlying_spreads({**quiet, "over": [1.0, 1.03, 1.06]}, 0.05)) == ["over"]  # 9×: over it
+    # one-seed arms have no spread to screen: they neither join the rest nor count among the k of the Bonferroni screen
+    singles = {f"single{i}": [1.0 + i] for i in range(30)}
+    assert list(outlying_spreads({**quiet, "over": [1.0, 1.03, 1.06], **singles}, 0.05)) == ["over"]
+
+
+def test_the_distribution_edges_are_exact():
+    assert f_cdf(0.0, 2, 2) == 0.0 and f_cdf(-1.0, 1, 10) == 0.0  # F is never negative
+
+
+def test_nested_growth_needs_both_lengths_and_one_whole_long_window():
+    assert nested_growth({"1": [1.0, 2.0]}, 2) is None and nested_growth({"2": [1.0]}, 2) is None
+    assert nested_growth({"1": [1.0], "2": [3.0]}, 2) is None  # one short window: no long one is covered whole
+    assert nested_growth({"1": [1.0, 2.0, 9.0], "2": [3.0, 5.0]}, 2) == [1.5]
