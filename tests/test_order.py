@@ -50,6 +50,43 @@ def test_pairs_are_read_after_a_line_break_and_cut_to_fill_the_block_exactly():
     assert sorted(len(true) for true, _ in pairs) == [1 + len(lines[1]), 16]  # the long line cut to the block, whole
 
 
+def test_three_words_swap_as_words_two_as_characters_and_count_is_a_cap():
+    pairs = dict(swapped_lines(["to be so", "to be"], 10))
+    assert sorted(pairs["to be so"].split()) == ["be", "so", "to"] and pairs["to be so"] != "to be so"  # words
+    assert sorted(pairs["to be"]) == sorted("to be") and pairs["to be"].split() != ["be", "to"]  # characters
+    lines = [f"line {k} has words" for k in range(10)]
+    picked = [true for true, _ in swapped_lines(lines, 3)]
+    assert len(picked) == 3 and picked != lines[:3]  # drawn over the lines, not the first ones
+
+
+def test_a_pair_side_needs_four_ids_its_line_break_and_the_block():
+    from types import SimpleNamespace
+
+    from miniformer.evaluation.order import pair_ids
+    from miniformer.tokenizer import CharTokenizer
+
+    tok = CharTokenizer.train("abcdefgh\n")
+    s = SimpleNamespace(T=6, tok=tok)
+    assert pair_ids(s, "abc") == tok.encode("\nabc") and pair_ids(s, "ab") == []  # four ids with the line break
+    assert pair_ids(s, "abcde") == tok.encode("\nabcde") and pair_ids(s, "abcdef") == []  # the block holds six
+    assert pair_ids(s, "abz") == []  # a character the vocabulary lacks
+    without_break = SimpleNamespace(T=6, tok=CharTokenizer.train("abcdefgh"))
+    assert pair_ids(without_break, "abcd") == without_break.tok.encode("abcd")  # no line break to read after
+
+
+def test_a_tie_is_within_order_tie_and_the_floor_orders_follow_the_reading():
+    from types import SimpleNamespace
+
+    from miniformer.evaluation.order import floor_orders, preferred
+
+    assert preferred(1.0, 0.0) == 1.0 and preferred(0.0, 1.0) == 0.0
+    assert preferred(1.0, 1.0 + 0.5 * ORDER_TIE) == 0.5 and preferred(1.0, 1.0 + 1.5 * ORDER_TIE) == 0.0
+    assert ORDER_TIE == 1e-4  # nats: float summation order, not a preference
+    causal = SimpleNamespace(objective=OBJECTIVES["causal"], data=SimpleNamespace(vocab_size=80))
+    assert floor_orders(causal) == (2, 3, 4, 5)
+    assert floor_orders(SimpleNamespace(objective=OBJECTIVES["mlm"], data=causal.data)) == (2,)
+
+
 def scorer(objective: str, pos: str) -> Subject:
     torch.manual_seed(0)
     vocab = 20
