@@ -265,6 +265,31 @@ def test_order_sensitivity_shuffles_the_context_before_the_last_quarter_and_read
     assert math.isnan(span["shuffled"]) and math.isfinite(span["intact"])
 
 
+def test_minimal_pairs_of_a_model_without_a_preference_are_all_ties_against_the_strongest_floor():
+    """A stand-in that gives every next character the same probability scores both sides of every pair the same:
+    every pair is a tie (0.5), counted as one; the floor is the n-gram order that prefers the true order most often,
+    and the scalars divide the ties by the pairs."""
+    from miniformer.evaluation.order import minimal_pair_scalars, minimal_pairs, order_pairs
+    from miniformer.evaluation.subject import Subject
+
+    params, data, _ = _finetune_setting("causal")
+    params["eval"]["order_pairs"] = 12
+    s = Subject(Study(params).config("baseline", 0), Stub(logits=lambda idx: torch.zeros(*idx.shape, 64)), data,
+                torch.device("cpu"))
+    measured = minimal_pairs(s)
+    pairs = measured.values["minimal_pairs"]
+    n = len(order_pairs(s))
+    assert n > 4 and pairs["pairs"] == n and pairs["ties"] == n and pairs["true_order_preferred"] == 0.5
+    assert measured.samples["pairs"] == [0.5] * n and len(measured.samples["pairs_floor"]) == n
+    shares = pairs["ngram_true_order_preferred"]
+    assert list(shares) == ["2", "3", "4", "5"] and pairs["floor_true_order_preferred"] == max(shares.values())
+    assert shares[str(pairs["floor_order"])] == max(shares.values())
+    assert pairs["floor_ties"] == sum(o == 0.5 for o in measured.samples["pairs_floor"])
+    scalars = minimal_pair_scalars(measured.values)
+    assert scalars["order_ties"] == 1.0 and scalars["order_pairs"] == n
+    assert scalars["order_floor_ties"] == pairs["floor_ties"] / n and scalars["order_preference"] == 0.5
+
+
 def test_a_subjects_held_out_lines_are_verse_long_enough_and_its_test_lines_fit_the_block():
     """Held-out lines: the test split's lines of at least min(20, block_size / 2) characters, speaker names (ending in
     ':') left out. Test lines: those that fit the block, then — only when fewer than eval.order_pairs do — the longer
