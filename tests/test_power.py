@@ -93,6 +93,8 @@ def test_rank_test_exact_values():
     assert p_low == pytest.approx(0.25) and min_p == pytest.approx(0.25)
     p_low, p_high, _ = rank_test([5.0], [1.0, 9.0])  # in the middle: neither tail
     assert p_low == pytest.approx(2 / 3) and p_high == pytest.approx(2 / 3)
+    p_low, p_high, min_p = rank_test([1.0], [1.0, 2.0])  # tied with the lowest: both share rank 1.5
+    assert (p_low, p_high, min_p) == pytest.approx((2 / 3, 1.0, 2 / 3))
 
 
 def test_an_undecided_comparison_says_what_would_decide_it():

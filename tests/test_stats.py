@@ -271,6 +271,7 @@ def test_a_seed_spread_far_wider_than_the_rests_is_screened_out_of_the_pool():
 
 def test_the_distribution_edges_are_exact():
     assert f_cdf(0.0, 2, 2) == 0.0 and f_cdf(-1.0, 1, 10) == 0.0  # F is never negative
+    assert f_cdf(1.0, 2, 2) == pytest.approx(0.5, abs=1e-6)  # F(2, 2)'s CDF is x / (1 + x)
 
 
 def test_nested_growth_needs_both_lengths_and_one_whole_long_window():
