@@ -553,6 +553,19 @@ def test_acceptability_items_are_lines_or_their_words_shuffled_half_each():
         if not y:
             assert any(sorted(text_.split()) == sorted(line.split()) for line in lines)  # the same words
     assert acceptability_items(speeches, 6, seed=0) == items  # the same items for every run
+    many = acceptability_items([[f"line number {k} of verse" for k in range(40)]], 40, seed=0)
+    labels = [y for _, y in many]
+    assert sum(labels) == 20 and labels != [1, 0] * 20  # real and shuffled lines in a drawn order, not alternating
+
+
+def test_a_line_with_one_word_or_character_repeated_has_no_other_order():
+    import random
+
+    from miniformer.evaluation.finetune import shuffled
+
+    rng = random.Random(0)
+    assert shuffled("so so so", rng) is None and shuffled("aaaa", rng) is None  # (it would never stop drawing)
+    assert sorted(shuffled("to be or", rng).split()) == ["be", "or", "to"] and shuffled("ab", rng) == "ba"
 
 
 def _finetune_setting(objective: str) -> tuple[dict, SimpleNamespace, MiniFormer]:
