@@ -364,6 +364,17 @@ def test_head_diversity_is_zero_for_equal_heads_and_log_2_for_disjoint_ones():
     assert stats["attention_entropy"] == pytest.approx([np.mean([math.log(i + 1) for i in range(T)]), 0.0])
 
 
+def test_the_length_sweep_says_why_it_does_not_apply_to_a_reader_that_is_not_left_to_right():
+    from miniformer.evaluation.losses import length_sweep
+
+    s = evaluator(Stub(), block=8, length_multiples=[1, 2])
+    s.objective = objective_named("mlm")
+    measured = length_sweep(s)
+    assert measured.values["lengths"] == {m: {"applicable": False, "reason": "mlm is not a left-to-right objective"}
+                                          for m in ("1", "2")}
+    assert measured.samples == {}
+
+
 def test_length_losses_average_each_window_and_split_off_what_lies_past_the_block():
     """A stand-in that is certain of the next token (data is 0, 1, 2, … mod vocab) only from position block_size on,
     and uniform before: loss log(vocab) inside the block, 0 past it."""
