@@ -278,3 +278,19 @@ def test_nested_growth_needs_both_lengths_and_one_whole_long_window():
     assert nested_growth({"1": [1.0, 2.0]}, 2) is None and nested_growth({"2": [1.0]}, 2) is None
     assert nested_growth({"1": [1.0], "2": [3.0]}, 2) is None  # one short window: no long one is covered whole
     assert nested_growth({"1": [1.0, 2.0, 9.0], "2": [3.0, 5.0]}, 2) == [1.5]
+
+
+def test_sources_scoring_the_same_items_are_paired_only_when_said():
+    """Two sources of one size, the second the first plus 1 item by item: drawn with one set of indices
+    (same_items) their difference never varies; drawn apart (the default: other items that merely number the same)
+    it does."""
+    rng = np.random.default_rng(3)
+    pairs = rng.integers(0, 2, 40).astype(float)
+    run = Samples({"pairs": pairs.tolist(), "pairs_floor": (pairs + 1.0).tolist()})
+    interval, none = Interval(0.95, 400, seed=1), [Spread(0.0, 0, "none")]
+    paired = interval.contrast(difference_quantity("pairs_floor", "pairs"), ["pairs_floor", "pairs"], [(1.0, [run])],
+                               none, same_items=True)
+    apart = interval.contrast(difference_quantity("pairs_floor", "pairs"), ["pairs_floor", "pairs"], [(1.0, [run])],
+                              none)
+    assert paired.value == apart.value == pytest.approx(1.0)
+    assert paired.eval_se == pytest.approx(0.0, abs=1e-12) and apart.eval_se > 0.05
