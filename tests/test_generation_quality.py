@@ -3,11 +3,18 @@ the minimal pairs; generations read by position bin."""
 
 from __future__ import annotations
 
+from types import SimpleNamespace
+
 import numpy as np
 import pytest
+import torch
 
-from miniformer.evaluation.generations import bin_losses, position_bins, repetition
+from miniformer.evaluation.generations import bin_losses, generations, position_bins, repetition
+from miniformer.evaluation.subject import Subject
+from miniformer.params import Study
 from miniformer.runtime.ngram import NgramModel
+from miniformer.tokenizer import CharTokenizer
+from tests.conftest import tiny_params
 
 TEXT = ("shall i compare thee to a summer's day? thou art more lovely and more temperate. rough winds do shake the "
         "darling buds of may, and summer's lease hath all too short a date. ") * 20
@@ -91,3 +98,92 @@ def test_the_bigram_pseudo_likelihood_is_each_token_given_both_neighbours(model_
         joint = [lp(ids[:t] + [c] + ids[t + 1 :]) for c in range(len(vocab))]
         expected = joint[ids[t]] - np.logaddexp.reduce(joint)
         assert bigram.pseudo_log_likelihood(ids)[t] == pytest.approx(expected, abs=1e-9)
+
+
+def test_repetition_is_the_share_of_repeated_eight_character_grams():
+    assert repetition("a" * 10) == pytest.approx(1 - 1 / 3)  # three 8-grams, all "aaaaaaaa"
+    assert repetition("abcdefghab") == 0.0  # three 8-grams, all different
+    assert repetition("abcdefgh") == 0.0 and repetition("short") == 0.0 and repetition("") == 0.0
+    assert repetition("abcdefghabcdefgh") == pytest.approx(1 - 8 / 9)  # nine 8-grams, eight distinct
+
+
+class Sampler(torch.nn.Module):
+    """A stand-in generator: each token drawn uniformly from the seeded generator. With ``limit`` it refuses a
+    context longer than that, as a learned position table does past block_size (after drawing what came before)."""
+
+    def __init__(self, limit: int | None = None) -> None:
+        super().__init__()
+        self.limit, self.asked = limit, []
+
+    def generate(self, idx, max_new_tokens, temperature, top_k, generator=None, allowed_vocab=None, prefix_len=None):
+        self.asked.append(max_new_tokens)
+        for _ in range(max_new_tokens):
+            if self.limit is not None and idx.size(1) > self.limit:
+                raise ValueError("position past the learned table")
+            idx = torch.cat([idx, torch.randint(allowed_vocab, (idx.size(0), 1), generator=generator)], dim=1)
+        return idx
+
+
+def generation_subject(model: torch.nn.Module, objective: str = "causal") -> Subject:
+    verse = TEXT.replace(". ", ".\n")  # lines, so a line break can start a generation
+    tok = CharTokenizer.train(verse)
+    ids = np.asarray(tok.encode(verse), dtype=np.uint16)
+    data = SimpleNamespace(vocab_size=tok.vocab_size, tokenizer=tok, splits={s: ids for s in ("train", "val", "test")})
+    params = tiny_params("corpus.txt")
+    params["model"]["block_size"] = 16
+    params["train"]["objective"] = objective
+    params["eval"].update(gen_multiples=[4, 1, 2], gen_samples=3)
+    return Subject(Study(params).config("baseline", 0), model, data, torch.device("cpu"))
+
+
+def drawn(s: Subject, prompt: list[int], length: int) -> list[list[int]]:
+    """What the Sampler draws from the subject's seed: the samples generations() must have read."""
+    g = torch.Generator().manual_seed(s.run.seed)
+    start = torch.tensor([prompt] * 3)
+    return Sampler().generate(start, length - len(prompt), 1.0, None, g, s.tok.vocab_size).tolist()
+
+
+def test_generations_read_every_sample_by_position_bin_and_its_growth_past_the_block():
+    s = generation_subject(Sampler())
+    measured = generations(s)
+    prompt = s.tok.encode("\n")  # a causal model starts from a line break
+    p = len(prompt)
+    samples = drawn(s, prompt, 64)  # the largest multiple, 4 × 16 tokens, prompt included
+    assert s.model.asked == [64 - p]
+    losses = [-s.ngram(3).token_log_probs(ids) for ids in samples]  # read by the trigram model
+    expected = {"1": [float(x[p:16].mean()) for x in losses], "2": [float(x[16:32].mean()) for x in losses],
+                "4": [float(x[32:64].mean()) for x in losses]}
+    assert set(measured.samples["generation"]) == set(expected)
+    for label, values in expected.items():
+        assert measured.samples["generation"][label] == pytest.approx(values)
+    growth = measured.samples["generation_growth"]
+    assert set(growth) == {"2", "4"}  # each later bin against the in-block one, sample by sample
+    assert growth["2"] == pytest.approx([b - a for a, b in zip(expected["1"], expected["2"])])
+    assert growth["4"] == pytest.approx([b - a for a, b in zip(expected["1"], expected["4"])])
+    stats = measured.values["generation_stats"]
+    assert stats["4"] == {"ngram_loss": pytest.approx(np.mean(expected["4"])), "samples": 3}
+    texts = [s.tok.decode(ids[p:]) for ids in samples]
+    assert stats["repetition"] == pytest.approx(np.mean([repetition(t) for t in texts]))
+    written = measured.files["generations.json"]
+    assert written["texts"] == texts and written["unreached"] == [] and written["prompt"] == "\n"
+    assert written["bins"] == {"1": [0, 16], "2": [16, 32], "4": [32, 64]}
+
+
+def test_a_learned_table_generates_inside_its_block_only_from_the_same_seed():
+    rope_like, learned = generation_subject(Sampler()), generation_subject(Sampler(limit=16))
+    everywhere, inside = generations(rope_like), generations(learned)
+    p = len(learned.tok.encode("\n"))
+    assert learned.model.asked == [64 - p, 16 - p]  # refused past the block, then asked for the block only
+    written = inside.files["generations.json"]
+    assert written["unreached"] == ["2", "4"] and set(inside.samples["generation"]) == {"1"}
+    assert inside.samples["generation_growth"] == {}
+    # re-seeded for the second try: the same in-block tokens a model defined everywhere draws
+    assert written["texts"] == [t[: 16 - p] for t in everywhere.files["generations.json"]["texts"]]
+    assert inside.samples["generation"]["1"] == pytest.approx(everywhere.samples["generation"]["1"])
+
+
+def test_a_model_that_does_not_generate_left_to_right_says_so_and_measures_nothing():
+    s = generation_subject(Sampler(), objective="mlm")
+    measured = generations(s)
+    assert measured.values == {"generation_stats": {}} and s.model.asked == []
+    assert "mlm models do not generate left to right" in measured.files["generations.json"]["note"]

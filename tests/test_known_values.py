@@ -434,6 +434,8 @@ def test_the_shared_probes_items_are_held_out_lines_cut_to_the_block_with_a_hidd
     s.held_out_lines, s.run.eval.probe_items = rotations, 3
     picked = [tok.decode(ids) for ids, _ in probe_items(s)]
     assert len(set(picked)) == 3 and picked != [r[:8] for r in rotations[:3]]  # drawn over the split, not its start
+    # the draw itself is pinned: `miniformer compare` reads a run's items against the reference's, one by one
+    assert [(tok.decode(ids), i) for ids, i in probe_items(s)] == [("hijabcde", 4), ("ijabcdef", 3), ("bcdefghi", 3)]
     s.T = 11  # the cut leaves 7 characters: too short for an item
     assert probe_items(s) == []
 
@@ -455,6 +457,48 @@ def test_the_continuation_loss_is_read_on_a_lines_second_half_and_only_for_left_
     s.objective = objective_named("mlm")
     assert continuation_loss(s, list(range(8))) is None
 
+
+
+def test_the_shared_probe_scores_each_item_against_its_floor_and_reads_the_continuation_of_left_to_right_models():
+    """Four one-character lines (a, b, a, c): whatever position is hidden, the commonest hidden character is a, so
+    the constant guess scores 2/4. A stand-in objective recovers the two a-lines and misses the others, and says
+    whether the answer was among its candidates (yes, no, unknown, yes → recall 2/3); a uniform model's continuation
+    loss is log V on every line."""
+    from miniformer.evaluation.probe import shared_probe
+    from miniformer.tokenizer import CharTokenizer
+
+    tok = CharTokenizer.train("abc\n")
+    V = tok.vocab_size
+    answers = iter([True, False, None, True])
+
+    class Recovers:
+        name, left_to_right = "causal", True
+        context_mask = staticmethod(lambda n, prefix, device: None)
+
+        @staticmethod
+        def recover(model, ids, i, specials):
+            return (ids[i] if ids[i] == tok.encode("a")[0] else -1), next(answers)
+
+    lines = ["a" * 10, "b" * 10, "a" * 11, "c" * 12]
+    s = SimpleNamespace(T=16, tok=tok, held_out_lines=lines, objective=Recovers(), specials=None,
+                        device=torch.device("cpu"), model=Stub(logits=lambda idx: torch.zeros(*idx.shape, V)),
+                        run=SimpleNamespace(eval=SimpleNamespace(probe=True, probe_items=4)))
+    measured = shared_probe(s)
+    probe = measured.values["probe"]
+    hidden_a = sorted(measured.samples["probe"], reverse=True)
+    assert hidden_a == [1, 1, 0, 0] and probe["recovery_accuracy"] == pytest.approx(0.5)
+    assert probe["recovery_items"] == 4 and probe["constant_guess"] == pytest.approx(0.5)
+    assert probe["candidate_recall"] == pytest.approx(2 / 3)
+    assert probe["continuation_loss"] == pytest.approx(math.log(V)) and probe["continuation_note"] is None
+    Recovers.left_to_right, Recovers.name, answers = False, "mlm", iter([None] * 4)
+    unread = shared_probe(s).values["probe"]
+    assert unread["continuation_loss"] is None and unread["candidate_recall"] is None
+    assert unread["continuation_note"] == "not defined for the mlm objective"
+    s.run.eval.probe = False
+    assert shared_probe(s).values == {}
+    s.run.eval.probe, s.held_out_lines = True, ["abc"]  # no line long enough: no item, no score
+    empty = shared_probe(s).values["probe"]
+    assert empty["recovery_accuracy"] is None and empty["constant_guess"] is None and empty["recovery_items"] == 0
 
 # --- eval.json -> metrics.json ---------------------------------------------------------------------------------------
 
@@ -665,6 +709,28 @@ def test_the_attention_maps_read_the_probe_line_or_a_held_out_line_when_it_canno
     first_held_out = Subject(Study(params).config("baseline", 0), model, data, torch.device("cpu")).test_lines()[0]
     assert "".join(other_script["tokens"]) == first_held_out[:32] and other_script["upper_triangle_zero"]
 
+
+
+def test_the_line_maps_flag_a_weight_just_above_the_diagonal():
+    """One weight on the first diagonal above (a token reading its right neighbour) is a leak, the smallest there is."""
+    from miniformer.evaluation.attention import probe_line_maps
+    from miniformer.evaluation.subject import Subject
+
+    params, data, _ = _finetune_setting("causal")
+    params["eval"]["probe_line"] = "line"
+
+    def leaky(B: int, T: int) -> list[torch.Tensor]:
+        w = uniform_causal(B, 2, T).clone()
+        w[:, 1, 2, 3] = 0.25
+        return [uniform_causal(B, 2, T), w]
+
+    s = Subject(Study(params).config("baseline", 0), Stub(weights=leaky), data, torch.device("cpu"))
+    assert probe_line_maps(s).values == {"attention_upper_triangle_zero": False, "attention_upper_triangle_max": 0.25}
+
+
+def test_a_one_head_model_has_no_head_diversity_rather_than_a_nan():
+    stats = head_stats(evaluator(Stub(weights=lambda B, T: [uniform_causal(B, 1, T)] * 2))).values
+    assert stats["head_diversity"] is None and len(stats["attention_entropy"]) == 2
 
 def test_the_finetune_reads_every_item_at_the_longest_items_length_within_the_block():
     from miniformer.evaluation.finetune import encode_line, item_length
