@@ -553,6 +553,22 @@ def test_token_states_grow_alike_with_depth_at_init_without_residuals_and_stay_a
     assert rank_one_residual(torch.tensor([[[1.0, 0.0], [-1.0, 0.0]]])) == pytest.approx(1.0)  # mean zero
 
 
+
+def test_the_rank_residual_falls_with_depth_without_skips_and_every_init_is_its_own_seed():
+    """Dong's res(X) tells the same story as the cosine (the states collapse toward rank one without the skips), and
+    init k is seed k whatever the caller drew before: the probe gives the same numbers in any process."""
+    from miniformer.evaluation.init_uniformity import uniformity_at_init
+
+    cfg = ModelConfig(vocab_size=20, block_size=16, n_layer=1, n_head=2, n_embd=16, pos="rope")
+    torch.manual_seed(123)
+    first = uniformity_at_init(cfg, depths=(1, 4), inits=3)
+    torch.manual_seed(456)
+    assert uniformity_at_init(cfg, depths=(1, 4), inits=3) == first
+    res = {k: [sum(v) / len(v) for v in first[k]["residual"]] for k in ("with_residual", "without_residual")}
+    assert len(first["without_residual"]["residual"][1]) == 3
+    assert res["without_residual"][1] < res["without_residual"][0] - 0.1  # deeper: nearer rank one
+    assert res["without_residual"][1] < res["with_residual"][1] - 0.1  # the skips keep the states apart
+
 def test_the_init_probe_uses_the_same_weights_with_and_without_the_skips():
     """The skip has no parameters: one seed gives one set of weights, so the comparison is paired."""
     import dataclasses
@@ -653,6 +669,7 @@ def test_the_finetune_probe_runs_end_to_end_on_a_tiny_model_and_leaves_it_untouc
     measured = finetune(Subject(run, model.eval(), data, torch.device("cpu")))
     result = measured.values["finetune"]
     assert result["items"] == 16 == len(measured.samples["finetune"]) and result["train_items"] == 3 * 8
+    assert result["chance"] == 0.5  # two classes, as many lines as shuffled ones
     assert 0.0 <= result["accuracy"] <= 1.0 and set(measured.samples["finetune"]) <= {0, 1}
     assert all(torch.equal(before[k], v) for k, v in model.state_dict().items())  # it fine-tuned a copy
     run_off = Study(tiny_params("corpus.txt")).config("baseline", 0)  # eval.finetune off: nothing measured
@@ -663,6 +680,8 @@ def test_the_finetune_probe_runs_end_to_end_on_a_tiny_model_and_leaves_it_untouc
     several = finetune(subject)
     result = several.values["finetune"]
     assert result["seeds"] == [0, 1000, 2000] and len(result["per_seed"]) == 3
+    from miniformer.evaluation.finetune import finetune_seeds
+    assert finetune_seeds(1, 3) == [1, 1001, 2001] and finetune_seeds(2, 1) == [2]  # apart from every run's seed
     from miniformer.evaluation.finetune import FINETUNE_LR, finetuned_outcomes
     each = [finetuned_outcomes(subject, FINETUNE_LR, seed)[0] for seed in result["seeds"]]
     assert several.samples["finetune"] == pytest.approx(np.mean(each, axis=0).tolist())
@@ -672,19 +691,27 @@ def test_the_finetune_probe_runs_end_to_end_on_a_tiny_model_and_leaves_it_untouc
 
 
 @pytest.mark.parametrize("objective", ["causal", "mlm"])
-def test_the_finetune_trains_its_copy(objective):
-    """At rate 0 the fine-tune's guesses are its untrained head's; at a rate that learns they move. A fine-tune that
-    never stepped (no backward, no update) would guess the same at both."""
-    from miniformer.evaluation.finetune import finetuned_outcomes
+def test_the_finetune_trains_its_copy(objective, monkeypatch):
+    """At rate 0 the fine-tune's guesses are its untrained head's; at a rate that learns they move, and the toy
+    task (a numbered line, or its words shuffled) is learnt well above chance — scored right as right. A fine-tune
+    that never stepped (no backward, no update) would guess the same at both. Every training item is read once, in
+    eval.finetune_steps steps of batch_size, each step's gradient clipped at train.grad_clip as in training."""
+    import miniformer.evaluation.finetune as ft
     from miniformer.evaluation.subject import Subject
 
     params, data, model = _finetune_setting(objective)
     params["eval"].update(finetune_steps=12, finetune_items=64)
     s = Subject(Study(params).config("baseline", 0), model.eval(), data, torch.device("cpu"))
-    untrained, n_train = finetuned_outcomes(s, 0.0, seed=0)
-    trained, _ = finetuned_outcomes(s, 0.05, seed=0)
+    untrained, n_train = ft.finetuned_outcomes(s, 0.0, seed=0)
+    encoded, clipped = [], []
+    real_encode, real_clip = ft.encode_line, torch.nn.utils.clip_grad_norm_
+    monkeypatch.setattr(ft, "encode_line", lambda s, line, length: encoded.append(line) or real_encode(s, line, length))
+    monkeypatch.setattr(torch.nn.utils, "clip_grad_norm_", lambda p, c: clipped.append(c) or real_clip(p, c))
+    trained, _ = ft.finetuned_outcomes(s, 0.01, seed=0)
     assert n_train == 12 * 8 and len(untrained) == len(trained) == 64
-    assert untrained != trained
+    assert untrained != trained and np.mean(trained) > 0.8
+    assert len(encoded) == 12 * 8 + 64 and len(set(encoded[: 12 * 8])) > 12 * 8 // 2  # every item, each read once
+    assert clipped == [s.run.train.grad_clip] * 12
 
 
 def test_the_attention_maps_read_the_probe_line_or_a_held_out_line_when_it_cannot_be_read():

@@ -9,7 +9,15 @@ import pytest
 
 from miniformer.study.claims import claims
 from miniformer.study.findings import Evidence
-from miniformer.study.stats import Estimate, Interval, Spread, pooled_spread, rank_test, t_quantile
+from miniformer.study.stats import (
+    Estimate,
+    Interval,
+    Spread,
+    describe_spreads,
+    pooled_spread,
+    rank_test,
+    t_quantile,
+)
 
 
 def runs_of(values: list[float], key: str = "loss_at_2x") -> dict:
@@ -199,3 +207,37 @@ def test_two_seeds_of_windows_join_the_pool_too():
                "pos_alibi": {f"seed{i}": windows(s) for i, s in enumerate([0.0, 0.02])}}
     e = Evidence(metrics, samples).effect("pos_alibi", None)
     assert "pooled" in e.variance and e.seed_df == 3  # the baseline's 2 + its own 1
+
+
+def test_seeds_to_resolve_leaves_the_evaluation_part_alone():
+    """Half-width 0.5 with an evaluation s.e. of 0.1: the evaluation part z·0.1 stays, only the seed part
+    √(0.5² − (z·0.1)²) shrinks with √n; 3 seeds now, target 0.3 → ⌈3·(seed part / √(0.3² − (z·0.1)²))²⌉ = 13."""
+    z = 1.959963984540054
+    e = Estimate(0.0, 0.5, 0.1, 0.2, 0.95, 2, "", 3)
+    assert e.seeds_to_resolve(0.3) == math.ceil(3 * (0.25 - (z * 0.1) ** 2) / (0.09 - (z * 0.1) ** 2)) == 13
+    assert e.seeds_to_resolve(0.6) == 4  # a target already met still asks for one seed more, never fewer
+    assert Estimate(0.0, z * 0.1, 0.1, 0.0, 0.95, 0, "", 3).seeds_to_resolve(0.1) is None  # no seed part to shrink
+
+
+def test_rank_test_shares_a_tie_at_the_top():
+    assert rank_test([2.0], [1.0, 2.0]) == pytest.approx((1.0, 2 / 3, 1 / 3))  # rank 2.5 among 1, 2.5, 2.5
+
+
+def test_a_contrasts_weights_enter_the_seed_variance_squared():
+    """0.5·a − b with own spreads 0.2 and 0.1 over 2 seeds each: 0.25·0.04/2 + 0.01/2 = 0.01, two equal parts of
+    df 1 → Welch–Satterthwaite df 2. Halves of a pooled spread (df 4): (0.25/2 + 0.25/2)·0.04 = 0.01, df 4."""
+    own = Interval().combine(0.0, 0.0, [(0.5, 2, Spread(0.2, 1, "own")), (-1.0, 2, Spread(0.1, 1, "own"))])
+    assert own.seed_se == pytest.approx(0.1) and own.seed_df == pytest.approx(2.0)
+    pooled = Interval().combine(0.0, 0.0, [(0.5, 2, Spread(0.2, 4, "pooled")), (-0.5, 2, Spread(0.2, 4, "pooled"))])
+    assert pooled.seed_se == pytest.approx(0.1) and pooled.seed_df == pytest.approx(4.0)
+
+
+def test_the_spreads_an_effect_used_are_named():
+    one_seed = Spread(0.0, 0, "none")
+    nothing = describe_spreads([(1.0, 1, one_seed), (-1.0, 1, one_seed)], ["a", "b"])
+    assert nothing == "no seed spread: one seed everywhere"
+    assert describe_spreads([], []) == ""
+    assert describe_spreads([(1.0, 3, Spread(0.1, 2, "own"))], ["pos_alibi"]) == "own spread (pos_alibi 3 seeds)"
+    mixed = [(1.0, 3, Spread(0.1, 2, "own")), (-1.0, 1, Spread(0.2, 9, "pooled", "causal runs"))]
+    assert describe_spreads(mixed, ["a", "b"]) == ("own spread (a 3 seeds); "
+                                                   "pooled within-experiment spread over causal runs (df 9)")

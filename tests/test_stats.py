@@ -294,3 +294,11 @@ def test_sources_scoring_the_same_items_are_paired_only_when_said():
                               none)
     assert paired.value == apart.value == pytest.approx(1.0)
     assert paired.eval_se == pytest.approx(0.0, abs=1e-12) and apart.eval_se > 0.05
+
+
+def test_the_change_between_curve_points_reads_the_same_windows_at_both_points():
+    run = Samples({"curve": {"steps": [10, 20, 30], "windows": [[3.0, 3.0, 3.0], [2.0, 2.5], [1.0, 1.5, 2.0]]}})
+    assert run.mean("curve_change:1") is None  # 3 windows, then 2: not the same windows
+    assert run.mean("curve_change:2") is None and run.mean("curve_change:0") is None
+    steady = Samples({"curve": {"steps": [10, 20], "windows": [[3.0, 3.0], [2.0, 2.5]]}})
+    assert steady.mean("curve_change:1") == pytest.approx(-0.75)  # (−1.0 − 0.5) / 2: the first change is one
