@@ -17,6 +17,7 @@ from miniformer.study.stats import (
     pooled_spread,
     rank_test,
     t_quantile,
+    z_quantile,
 )
 
 
@@ -216,7 +217,8 @@ def test_seeds_to_resolve_leaves_the_evaluation_part_alone():
     e = Estimate(0.0, 0.5, 0.1, 0.2, 0.95, 2, "", 3)
     assert e.seeds_to_resolve(0.3) == math.ceil(3 * (0.25 - (z * 0.1) ** 2) / (0.09 - (z * 0.1) ** 2)) == 13
     assert e.seeds_to_resolve(0.6) == 4  # a target already met still asks for one seed more, never fewer
-    assert Estimate(0.0, z * 0.1, 0.1, 0.0, 0.95, 0, "", 3).seeds_to_resolve(0.1) is None  # no seed part to shrink
+    evaluation_only = Estimate(0.0, z_quantile(0.95) * 0.1, 0.1, 0.0, 0.95, 0, "", 3)
+    assert evaluation_only.seeds_to_resolve(0.3) is None  # no seed part to shrink, though the target is not met
 
 
 def test_rank_test_shares_a_tie_at_the_top():
