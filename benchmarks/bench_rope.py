@@ -4,9 +4,9 @@
    pay), the textbook rotate-half written with autograd ops (miniformer's first implementation), rotated copies of q
    and k from one hand-written Function, the in-place rotation of a later hand-written Function (both kept here to be
    measured), and what the model uses: one complex multiply per q and k, differentiated by autograd.
-2. The baseline's training step with the in-place Function vs the autograd rotation (two model instances swapping
-   roles every trial).
-Usage: python benchmarks/bench_rope.py [--threads 2] [--rounds 9] [--trials 6]
+The whole-step comparison of the in-place Function is gone with the fused projection it rotated: the model now
+projects q, k and v separately and rotates q and k with ``Rotary.rotary``'s function, which is what "used" times here.
+Usage: python benchmarks/bench_rope.py [--threads 2] [--rounds 9]
 """
 
 from __future__ import annotations
@@ -20,7 +20,7 @@ import torch
 from torch import Tensor
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from bench_step import alternate_timed, print_ab, swapped_ab  # noqa: E402
+from bench_step import alternate_timed  # noqa: E402
 
 from miniformer.network.positions import Rotary, apply_rotary, complex_pairs  # noqa: E402
 
@@ -128,8 +128,12 @@ def isolation(rounds: int) -> None:
         "rotate-half, autograd": autograd_rotate_half,
         "rotated copies (hand-written, previous)": lambda p: [t.transpose(1, 2) for t in copies(p, (0, 1, 2))],
         "in place (hand-written, previous)": lambda p: [t.transpose(1, 2) for t in in_place(p, (0, 1, 2))],
-        "complex multiply, autograd (used)": lambda p: [t.transpose(1, 2) for t in plain(p, (0, 1, 2))],
+        "complex multiply, autograd (used)": lambda p: used(p),
     }
+
+    def used(projected: Tensor) -> list[Tensor]:
+        q, k, v = (t.view(B, T, H, D) for t in projected.split(C, dim=2))
+        return [t.transpose(1, 2) for t in (*plain(q, k), v)]
 
     def timed(fn, n: int = 20) -> float:
         t = time.perf_counter()
@@ -149,16 +153,10 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__)
     ap.add_argument("--threads", type=int, default=2)
     ap.add_argument("--rounds", type=int, default=9)
-    ap.add_argument("--trials", type=int, default=6)
     args = ap.parse_args()
     torch.set_num_threads(args.threads)
     print(f"RoPE at B={B} T={T} H={H} D={D}, {args.threads} threads.\n")
     isolation(args.rounds)
-    if args.trials:
-        print("\nThe baseline's whole training step, in place (hand-written, previous) vs autograd (used):\n")
-        results = swapped_ab(Rotary, "rotary", in_place_hook, args.trials, 5)
-        # (off, on) = (autograd, in place); the table shows the speed of autograd over in place
-        print_ab([(t_in_place, t_plain) for t_plain, t_in_place in results], "in place", "autograd")
 
 
 if __name__ == "__main__":

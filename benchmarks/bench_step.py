@@ -72,7 +72,7 @@ class Contender:
         for _ in range(n):
             with autocast():
                 loss = self.loss_fn()
-            self.opt.zero_grad(set_to_none=True)
+            self.opt.zero_grad()  # ours sets grads to None; torch.optim.AdamW defaults to it
             loss.backward()
             self.opt.step()
         sync()

@@ -114,10 +114,11 @@ def test_an_experiment_limited_to_some_profiles_runs_only_there(tmp_path, corpus
     with pytest.raises(UserError, match=r"experiments\.pos_learned\.profiles"):
         Study(params)
     # the shipped study: the init-control pair runs in the smoke and gpu profiles, not in the default hour
-    shipped = Study.load(ROOT / "params.yaml")
+    # (the default profile named, whatever profile the user's params.yaml names: tests never read the user's profile)
+    shipped = Study.load(ROOT / "params.yaml", "default")
     assert "block_gpt2_init" in shipped.experiments and "block_gpt2_init" not in shipped.names()
     args = study_args("run-experiment", tmp_path, ROOT / "params.yaml")
-    assert main(["run-experiment", "block_gpt2_init", *args]) in (0, None)
+    assert main(["run-experiment", "block_gpt2_init", *args, "--profile", "default"]) in (0, None)
     for stage in ("runs", "eval"):
         note = tmp_path / "results" / stage / "block_gpt2_init" / "NOT_RUN"
         assert "does not run in the default profile" in note.read_text()

@@ -80,12 +80,13 @@ COMMAND_FLAGS: dict[str, tuple[str, ...]] = {
     "train": STUDY_FLAGS, "evaluate": STUDY_FLAGS, "run": STUDY_FLAGS, "run-experiment": STUDY_FLAGS,
     "aggregate": STUDY_FLAGS, "init-probe": ("params", "profile", "results"),
     "report": STUDY_FLAGS, "dvc-record": ("params", "profile"),
-    "crosscheck": STUDY_FLAGS, "list": ("params", "profile"), "settle-times": (), "runs": ("results",),
-    "set-profile": ("params",),
+    "crosscheck": STUDY_FLAGS, "list": ("params", "profile"), "settle-times": (), "runs": ("results", "data"),
+    "set-profile": ("params",), "check-params": ("params", "profile"),
     "compare": ("results",),
     "generate": RUN_FLAGS, "score": RUN_FLAGS, "export": RUN_FLAGS, "attention": RUN_FLAGS,
 }
-INTERNAL = ("run-experiment", "dvc-record", "list")  # the DAG tools' entry points, kept out of the main help
+# the DAG tools' entry points, kept out of the main help
+INTERNAL = ("run-experiment", "dvc-record", "list", "check-params")
 MAX_GENERATE = 100_000  # tokens per `generate` call: beyond, a typo would run for hours
 MAX_SAMPLE_SEED = 2**32 - 1  # torch's generators take at most 64 bits; 32 are more seeds than anyone tries
 FIGURE_SUFFIXES = (".png", ".svg", ".pdf")
@@ -177,6 +178,9 @@ def cmd_run_experiment(args) -> None:
 
     study = _study(args)
     check_experiments(study.experiments)  # DVC's first stage per experiment: fail before training, not at the report
+    if args.experiment not in study.experiments:
+        raise UserError(f"unknown experiment {args.experiment!r}; params.yaml's experiments are "
+                        f"{', '.join(study.experiments)}")
     # the experiment's seeds, then its sweep's points (DVC has one stage per experiment)
     runs = [(name, seed) for name in study.sweep_of(args.experiment) for seed in study.seeds_for(name)]
     if not runs:  # not in this profile (params.yaml `profiles:`): DVC still wants the stage's outputs to exist
@@ -200,8 +204,12 @@ def cmd_init_probe(args) -> None:
 
 
 def cmd_aggregate(args) -> None:
-    from miniformer.stages.aggregate import aggregate
+    from miniformer.stages.aggregate import aggregate, checked_runs
 
+    if args.check:
+        runs = checked_runs(_study(args), Path(args.results), Path(args.data))
+        print(f"aggregate: all {len(runs)} runs finished, sealed and of this config, code and data")
+        return
     aggregate(_study(args), Path(args.results), Path(args.data))
 
 
@@ -233,7 +241,7 @@ def cmd_crosscheck(args) -> None:
 def cmd_runs(args) -> None:
     from miniformer.stages.explore import list_runs
 
-    for line in list_runs(Path(args.results)):
+    for line in list_runs(Path(args.results), Path(args.data)):
         print(line)
 
 
@@ -335,12 +343,33 @@ def cmd_set_profile(args) -> None:
     if args.name not in PROFILES:
         raise UserError(f"unknown profile {args.name!r}; choose one of {', '.join(PROFILES)}")
     path = Path(args.params)
-    text = path.read_text(encoding="utf-8") if path.exists() else ""
+    if not path.is_file():
+        raise UserError(f"no params file at {str(path)!r}; run from the project root or pass --params")
+    try:
+        text = path.read_text(encoding="utf-8")
+    except UnicodeDecodeError:
+        raise UserError(f"params file {str(path)!r} is not UTF-8 text; save it as UTF-8, or restore it with "
+                        "`git checkout params.yaml`") from None
     line = re.compile(r"^profile:[ \t]*[^\s#]*", flags=re.M)  # the value only: a comment after it stays
     if not line.search(text):
         raise UserError(f"{str(path)!r} has no top-level `profile:` line to set; add `profile: default` to it")
     path.write_text(line.sub(f"profile: {args.name}", text, count=1), encoding="utf-8")
     print(f"params.yaml: profile: {args.name}")
+
+
+PARAMS_CHECKED = "params.yaml: every key and value valid\n"  # constant: a re-check never re-runs what follows it
+
+
+def cmd_check_params(args) -> None:
+    """Validate the whole params file (every key, not only those a stage reads) and write a constant stamp: the
+    first DVC stage, so an unknown key or a bad value is refused before any stage removes an output to re-make it."""
+    from miniformer.runtime.files import atomic_write_text
+    from miniformer.study.claims import check_experiments
+
+    study = _study(args)
+    check_experiments(study.experiments)
+    atomic_write_text(Path(args.out), PARAMS_CHECKED)
+    print(PARAMS_CHECKED.strip())
 
 
 def cmd_settle_times(args) -> None:
@@ -417,10 +446,14 @@ def build_parser() -> argparse.ArgumentParser:
     add("run", cmd_run, "train one experiment x seed, then evaluate it (the Snakemake job)", run=True)
     sp = add("run-experiment", cmd_run_experiment, "train, then evaluate, every seed of one experiment (the DVC stage)")
     sp.add_argument("experiment", help="experiment name from params.yaml")
-    add("aggregate", cmd_aggregate, "collect every run into results/metrics.json and tables")
+    sp = add("aggregate", cmd_aggregate, "collect every run into results/metrics.json and tables")
+    sp.add_argument("--check", action="store_true",
+                    help="only check every run's files (what aggregate refuses), writing nothing")
     add("init-probe", cmd_init_probe, "token uniformity against depth at initialisation, with and without residuals")
     sp = add("report", cmd_report, "figures + verdicts -> report/report.html")
     sp.add_argument("--out", default="report/report.html", help="the report file (default: report/report.html)")
+    sp = add("check-params", cmd_check_params, "validate every key of params.yaml (DVC's first stage)")
+    sp.add_argument("--out", default="results/params-checked.txt", help="the stamp to write when params are valid")
     sp = add("dvc-record", cmd_dvc_record, "commit to dvc.lock exactly the DVC stages whose Snakemake jobs ran")
     sp.add_argument("--ran", default="results/logs/ran-stages.txt",
                     help="the list of stages Snakemake ran (default: results/logs/ran-stages.txt)")

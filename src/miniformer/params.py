@@ -302,6 +302,9 @@ class Study:
             raise UserError(f"params file {str(p)!r} not found; run from the project root or pass --params")
         try:
             raw = yaml.load(p.read_text(encoding="utf-8"), Loader=UniqueKeyLoader) or {}
+        except UnicodeDecodeError as e:
+            raise UserError(f"params file {str(p)!r} is not UTF-8 text (byte {e.start} cannot be read); save it as "
+                            "UTF-8, or restore it with `git checkout params.yaml`") from None
         except yaml.YAMLError as e:
             raise UserError(f"params file {str(p)!r} is not valid YAML: {str(e).splitlines()[0]}") from None
         return cls(raw, profile)

@@ -1,6 +1,28 @@
+# Every run's files checked first, in a job of their own: Snakemake removes a job's outputs before it runs it, so a
+# refused eval.json inside `aggregate` would cost the aggregates already there. A refusal here stops before them.
+rule check_runs:
+    input:
+        expand("results/runs/{run[0]}/seed{run[1]}/metrics.json", run=RUNS),
+        expand("results/eval/{run[0]}/seed{run[1]}/eval.json", run=RUNS),
+        expand("results/eval/{run[0]}/seed{run[1]}/windows.json", run=RUNS),
+        expand("results/runs/{run[0]}/seed{run[1]}/curve.json", run=RUNS),
+        expand("results/runs/{run[0]}/seed{run[1]}/log.tsv", run=RUNS),
+        expand("results/runs/{run[0]}/seed{run[1]}/samples.jsonl", run=RUNS),
+        expand("results/runs/{run[0]}/seed{run[1]}/perf.json", run=RUNS),
+        f"{SIGNATURES}/study.json",
+        "data/prepared/meta.json",
+    output:
+        "results/logs/runs-checked.txt",
+    log:
+        "results/logs/check_runs.log",
+    shell:
+        "{MF} aggregate --check {PROF} > {log} 2>&1 && cp {log} {output}"
+
+
 # All runs' metrics and samples into results/ (the files DVC tracks as metrics and plots).
 rule aggregate:
     input:
+        "results/logs/runs-checked.txt",
         expand("results/runs/{run[0]}/seed{run[1]}/metrics.json", run=RUNS),
         expand("results/eval/{run[0]}/seed{run[1]}/eval.json", run=RUNS),
         expand("results/eval/{run[0]}/seed{run[1]}/windows.json", run=RUNS),

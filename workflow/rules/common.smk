@@ -115,6 +115,9 @@ def prepared_from_other_params():
 
 def write_signatures():
     """Every signature the rules read, written at parse time (before Snakemake compares any mtime)."""
+    # The whole params file (DVC's check_params stage tracks every key of it)
+    write_signature(f"{SIGNATURES}/params.json", json.dumps(STUDY.raw, sort_keys=True, default=str, indent=1),
+                    dvc_made("check_params"))
     # The data signature: the data params and the files under data/raw (the corpus, when it is a file; DVC's
     # `data/raw` dep).
     write_signature(f"{SIGNATURES}/data.json", json.dumps({**STUDY.section("data"), "raw_files": raw_data_hash()},

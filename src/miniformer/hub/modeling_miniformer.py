@@ -59,9 +59,17 @@ class MiniFormerPreTrainedModel(PreTrainedModel):
     def get_output_embeddings(self) -> torch.nn.Module:
         return self.net.lm_head
 
-    def _unpadded(self, input_ids: Tensor, attention_mask: Tensor | None) -> None:
-        if attention_mask is not None and not bool(attention_mask.all()):
-            raise ValueError("miniformer reads unpadded texts only: pass one text, or texts of equal length")
+    @staticmethod
+    def _right_padded(attention_mask: Tensor | None) -> Tensor | None:
+        """The (B, T) mask of real tokens of a right-padded batch, or None when nothing is padded. Left padding is
+        refused: it would move every real token to another position (a learned table reads absolute positions)."""
+        if attention_mask is None or bool(attention_mask.all()):
+            return None
+        real = attention_mask.bool()
+        if bool((real[:, 1:] & ~real[:, :-1]).any()):
+            raise ValueError("miniformer reads right-padded batches only: set tokenizer.padding_side = 'right' (the "
+                             "exported tokenizer's default), or pass texts one at a time")
+        return real
 
     @staticmethod
     def _loss(logits: Tensor, labels: Tensor | None, shift: bool) -> Tensor | None:
@@ -79,7 +87,8 @@ class MiniFormerForCausalLM(MiniFormerPreTrainedModel, GenerationMixin):
 
     def forward(self, input_ids: Tensor, attention_mask: Tensor | None = None, labels: Tensor | None = None,
                 prefix_length: int | None = None, **_) -> CausalLMOutput:
-        self._unpadded(input_ids, attention_mask)
+        # right padding needs no mask here: a real token never reads a later position, so never a pad
+        self._right_padded(attention_mask)
         mask = None
         if prefix_length is not None:
             lengths = torch.full((input_ids.size(0),), prefix_length, device=input_ids.device)
@@ -97,7 +106,10 @@ class MiniFormerForMaskedLM(MiniFormerPreTrainedModel):
 
     def forward(self, input_ids: Tensor, attention_mask: Tensor | None = None, labels: Tensor | None = None,
                 **_) -> MaskedLMOutput:
-        self._unpadded(input_ids, attention_mask)
+        real = self._right_padded(attention_mask)
         T = input_ids.size(1)
-        logits = self.net(input_ids, attn_mask=torch.ones(T, T, dtype=torch.bool, device=input_ids.device))["logits"]
+        mask = torch.ones(T, T, dtype=torch.bool, device=input_ids.device)
+        if real is not None:  # every token reads every real token, never a pad: (B, T, T)
+            mask = mask[None] & real[:, None, :]
+        logits = self.net(input_ids, attn_mask=mask)["logits"]
         return MaskedLMOutput(loss=self._loss(logits, labels, shift=False), logits=logits)

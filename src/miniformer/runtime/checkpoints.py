@@ -8,6 +8,7 @@ from __future__ import annotations
 import hashlib
 import json
 from pathlib import Path
+from typing import Any
 
 import torch
 from torch import Tensor
@@ -16,9 +17,42 @@ from miniformer.errors import UserError
 from miniformer.network.model import MiniFormer, ModelConfig
 from miniformer.params import RunConfig
 from miniformer.runtime.codehash import EVALUATION_CODE, TRAINING_CODE, code_hash
+from miniformer.runtime.files import atomic_torch_save
 from miniformer.runtime.provenance import combine
 
 CHECKPOINT = "ckpt.pt"
+DIGEST = "digest"  # the key a checkpoint keeps the digest of its own content under
+
+
+def _feed(h: Any, key: str, value: object) -> None:
+    """Hash one entry of a checkpoint: a tensor by its dtype, shape and bytes, a dict entry by entry, else its repr."""
+    h.update(key.encode() + b"\0")
+    if isinstance(value, Tensor):
+        t = value.detach().cpu().contiguous()
+        h.update(f"{t.dtype}{tuple(t.shape)}".encode())
+        h.update(t.reshape(-1).view(torch.uint8).numpy().tobytes())
+    elif isinstance(value, dict):
+        for k in sorted(value, key=str):
+            _feed(h, f"{key}/{k}", value[k])
+    elif isinstance(value, list | tuple):
+        for i, v in enumerate(value):
+            _feed(h, f"{key}/{i}", v)
+    else:
+        h.update(repr(value).encode())
+
+
+def state_digest(state: dict) -> str:
+    """The digest of everything a checkpoint holds (weights, optimizer moments, generators, logs), its own digest
+    left out: a flipped byte in any tensor changes it."""
+    h = hashlib.sha256()
+    for key in sorted(k for k in state if k != DIGEST):
+        _feed(h, key, state[key])
+    return h.hexdigest()[:16]
+
+
+def save_checkpoint(state: dict, path: Path) -> None:
+    """Write a checkpoint with the digest of its content, so that every reader can tell a damaged file from a run."""
+    atomic_torch_save({**state, DIGEST: state_digest(state)}, path)
 
 
 def fingerprint(run: RunConfig, data_hash: str) -> str:
@@ -35,11 +69,19 @@ def evaluation_fingerprint(training: str, run: RunConfig) -> str:
 
 
 def read_checkpoint(path: Path, device: torch.device | str, remedy: str) -> dict:
-    """The checkpoint's dict; an unreadable file (truncated, not a checkpoint) is one line naming the remedy."""
+    """The checkpoint's dict; an unreadable file (truncated, not a checkpoint), one without its digest or one whose
+    content no longer matches it (a damaged disk, an edit) is one line naming the remedy, never a number."""
     try:
-        return torch.load(path, map_location=device, weights_only=True)
+        state = torch.load(path, map_location=device, weights_only=True)
     except Exception as e:  # noqa: BLE001 - any unreadable file is the same user problem
         raise UserError(f"checkpoint {str(path)!r} is unreadable ({type(e).__name__}); {remedy}") from None
+    if not isinstance(state, dict) or DIGEST not in state:
+        raise UserError(f"checkpoint {str(path)!r} carries no digest of its content (written by an older miniformer, "
+                        f"or not by miniformer); {remedy}")
+    if state[DIGEST] != state_digest(state):
+        raise UserError(f"checkpoint {str(path)!r} does not match the digest it was written with (damaged or edited "
+                        f"since); {remedy}")
+    return state
 
 
 def load_run_model(run_dir: Path, device: torch.device) -> tuple[MiniFormer, dict, dict]:

@@ -6,6 +6,7 @@ import json
 import math
 import os
 import tempfile
+from glob import escape as glob_escape
 from pathlib import Path
 from typing import Any
 
@@ -21,6 +22,8 @@ def _atomic(path: Path, write) -> None:
     tmp = None
     try:
         path.parent.mkdir(parents=True, exist_ok=True)
+        for stale in path.parent.glob(f".{glob_escape(path.name)}.*.tmp"):  # a writer killed before its rename
+            stale.unlink(missing_ok=True)
         fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
         with os.fdopen(fd, "wb") as f:
             write(f)
@@ -28,12 +31,13 @@ def _atomic(path: Path, write) -> None:
             os.fsync(f.fileno())
         os.chmod(tmp, 0o644)  # mkstemp makes 0600 files; results are meant to be shared
         os.replace(tmp, path)
-    except OSError as e:
+    except (OSError, RuntimeError) as e:  # torch.save reports a full disk as a RuntimeError ("unexpected pos")
         if tmp is not None:
             Path(tmp).unlink(missing_ok=True)
         kept = " (the previous version is kept)" if path.exists() else ""
-        raise UserError(f"cannot write {str(path)!r}: {e.strerror or e}{kept}; free disk space or make the folder "
-                        "writable, then re-run") from None
+        reason = e.strerror if isinstance(e, OSError) and e.strerror else str(e).strip().splitlines()[-1][:120]
+        raise UserError(f"cannot write {str(path)!r} ({reason}: is the disk full?){kept}; free disk space or make "
+                        "the folder writable, then re-run") from None
     except BaseException:
         if tmp is not None:
             Path(tmp).unlink(missing_ok=True)

@@ -38,7 +38,8 @@ def finished_run(study: Study, results: Path, exp: str, seed: int, data_hash: st
     both files are as they were written (sealed), the evaluation read that training's checkpoint under today's eval
     params and evaluation code, and every file evaluate wrote beside eval.json is the one eval.json records."""
     name = f"{exp} --seed {seed}"
-    retrain, reevaluate = f"train the run first (`miniformer train {name}`)", f"re-run `miniformer evaluate {name}`"
+    retrain = f"re-run `miniformer train {name}` (it rewrites a finished run's files from its checkpoint)"
+    reevaluate = f"re-run `miniformer evaluate {name}` (or delete the file and re-run the DAG)"
     run_folder, eval_folder = run_dir(results, exp, seed), eval_dir(results, exp, seed)
     train = read_sealed_json(run_folder / "metrics.json", retrain)
     ev = read_sealed_json(eval_folder / "eval.json", f"{reevaluate}, which rewrites it")
@@ -131,13 +132,27 @@ def write_plot_series(study: Study, results: Path) -> None:
             atomic_write_text(folder / f"{group}.csv", table.to_csv(index=False))
 
 
+def checked_runs(study: Study, results: Path, data_dir: Path = DATA_DIR) -> list[tuple[str, int, dict, dict]]:
+    """Every run of the study as (experiment, seed, train metrics, eval.json), each checked (finished_run) and its
+    timings too, before anything is written: `miniformer aggregate --check` is this alone, the Snakefile's guard that
+    keeps a refused input from costing the aggregates already there."""
+    data_hash = data_hash_of(data_dir)
+    checked = []
+    for exp, seed in study.runs():
+        train, ev = finished_run(study, results, exp, seed, data_hash)
+        perf_path = run_dir(results, exp, seed) / "perf.json"
+        if perf_path.exists():
+            run_perf(perf_path, train["fingerprint"], f"{exp} --seed {seed}")
+        checked.append((exp, seed, train, ev))
+    return checked
+
+
 def aggregate(study: Study, results: Path, data_dir: Path = DATA_DIR) -> dict:
     data_hash = data_hash_of(data_dir)
     nested: dict[str, dict] = {}
     samples: dict[str, dict] = {}
     rows, perf, provenance = [], {}, {}
-    for exp, seed in study.runs():
-        train, ev = finished_run(study, results, exp, seed, data_hash)
+    for exp, seed, train, ev in checked_runs(study, results, data_dir):
         provenance[f"{exp}/{seed_folder(seed)}"] = {"training": train["fingerprint"], "evaluation": ev["evaluation"],
                                                     "eval_files": ev.get("files", {})}
         scalars = run_scalars(train, ev)

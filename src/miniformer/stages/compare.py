@@ -8,12 +8,11 @@ A smaller difference is what another machine's float order or thread count produ
 
 from __future__ import annotations
 
-import json
 from dataclasses import dataclass, field
 from pathlib import Path
 
 from miniformer.errors import UserError
-from miniformer.study.claim_table import CLAIMS_JSON, estimate_text, moved
+from miniformer.study.claim_table import CLAIMS_JSON, estimate_text, moved, read_claims_document
 
 REFERENCE_CLAIMS = "default-study-claims.json"  # in docs/, beside the reference report
 PROFILE_CLAIMS = "{profile}-study-claims.json"  # docs/ holds one reference per budget: default and long
@@ -37,15 +36,10 @@ def claims_file(path: Path, profile: str | None = None) -> Path:
 
 def read_claims(path: Path, profile: str | None = None) -> tuple[str | None, dict[str, dict]]:
     """(the profile the claims were measured under, the claims by their text); a folder of references gives the one
-    of ``profile``, when it holds one."""
-    file = claims_file(path, profile)
-    try:
-        data = json.loads(file.read_text(encoding="utf-8"))
-        records = data["claims"] if isinstance(data, dict) else data
-        return (data.get("profile") if isinstance(data, dict) else None), {r["claim"]: r for r in records}
-    except (OSError, ValueError, TypeError, KeyError):
-        raise UserError(f"{str(file)!r} is not a claims file (a list of claims with their estimates); write it again "
-                        "with `miniformer report`") from None
+    of ``profile``, when it holds one. The file must be sealed and whole (study/claim_table.py): an edited effect is
+    refused, never printed."""
+    document = read_claims_document(claims_file(path, profile), "write it again with `miniformer report` (or the DAG)")
+    return document.get("profile"), {r["claim"]: r for r in document["claims"]}
 
 
 @dataclass

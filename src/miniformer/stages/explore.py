@@ -37,11 +37,14 @@ class LoadedRun:
         return objective_named(self.config["train"]["objective"])
 
 
-def list_runs(results: Path) -> list[str]:
-    """One line per trained run. The val loss shown is the evaluation of *this* training only: an evaluation of an
-    earlier training, an edited file or a missing one shows why there is no number instead of a number."""
+def list_runs(results: Path, data_dir: Path | None = None) -> list[str]:
+    """One line per trained run. The val loss shown is the evaluation of *this* training on the prepared data there
+    now: an evaluation of an earlier training, of a training on other data (the corpus changed since), an edited file
+    or a missing one shows why there is no number instead of a number."""
     if not Path(results).is_dir():
         raise UserError(f"no results folder at {str(results)!r}; run the study first, or pass --results")
+    meta_path = Path(data_dir or DATA_DIR) / "meta.json"
+    current = _plain_json_or_none(meta_path).get("content_hash")  # None: no data to hold the runs against
     runs = trained_runs(results)
     width = max([len("experiment"), *(len(run_name(results, r)) for r in runs)])
     lines = [f"{'experiment':{width}} {'seed':>4} {'steps':>6} {'val loss':>9}  path"]
@@ -51,6 +54,8 @@ def list_runs(results: Path) -> list[str]:
         m = _sealed_or_none(run / "metrics.json")
         steps = "…" if m is None else m.get("steps_done", "…")
         val, why = evaluated_val(m, eval_dir(results, name, seed) / "eval.json")
+        if m is not None and current is not None and m.get("data_content") != current:
+            val, why = None, f"trained on other prepared data than {meta_path.parent} holds now: re-train it"
         shown = f"{val:.4f}" if val is not None else "—"
         lines.append(f"{name:{width}} {seed:>4} {steps!s:>6} {shown:>9}  {run}" + (f"  ({why})" if why else ""))
         if why:
@@ -74,6 +79,14 @@ def evaluated_val(metrics: dict | None, eval_path: Path) -> tuple[float | None, 
     if ev.get("fingerprint") != metrics.get("fingerprint"):
         return None, "eval.json evaluates an earlier training"
     return ev.get("val_loss"), None
+
+
+def _plain_json_or_none(path: Path) -> dict:
+    try:
+        data = json.loads(path.read_text(encoding="utf-8"))
+        return data if isinstance(data, dict) else {}
+    except (OSError, ValueError):
+        return {}
 
 
 def _sealed_or_none(path: Path) -> dict | None:

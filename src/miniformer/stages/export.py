@@ -31,10 +31,11 @@ from miniformer.tokenizer import BPETokenizer, CharTokenizer, library_format, to
 
 WEIGHTS, CONFIG, TOKENIZER, CARD = "model.safetensors", "config.json", "tokenizer.json", "README.md"
 TOKENIZER_CONFIG, GENERATION, PROVENANCE = "tokenizer_config.json", "generation_config.json", "provenance.json"
-CHECKED = (WEIGHTS, CONFIG, TOKENIZER)  # what load reads (the card is prose a user may edit for the Hub)
 HUB = Path(__file__).resolve().parent.parent / "hub"
 MODELING = ("configuration_miniformer.py", "modeling_miniformer.py")  # copied as they are
 NETWORK_FILE = "miniformer_network.py"  # written from the package's network modules (hub/network_file.py)
+# What loading reads, the modeling code transformers runs included (the card is prose a user may edit for the Hub)
+CHECKED = (WEIGHTS, CONFIG, TOKENIZER, TOKENIZER_CONFIG, GENERATION, NETWORK_FILE, *MODELING)
 MASK_TOKEN = "[MASK]"
 
 
@@ -256,8 +257,11 @@ def _tokenizer_config(model: MiniFormer, base_vocab: int) -> dict:
     character model's text comes back exactly as it went in)."""
     names = special_tokens(base_vocab)
     past_block = model.position.undefined_past_block is not None
+    # padding on the right with the last special id, which no text contains: the model masks pads out of what real
+    # tokens read (modeling_miniformer.py), so `tok([...], padding=True)` batches score as the texts alone
     return {"tokenizer_class": "PreTrainedTokenizerFast", "clean_up_tokenization_spaces": False,
             "mask_token": MASK_TOKEN, "additional_special_tokens": names[1:],
+            "pad_token": names[-1], "padding_side": "right",
             "model_max_length": model.cfg.block_size if past_block else 1_000_000}
 
 
@@ -320,6 +324,10 @@ def export_run(run_path: Path, meta: dict, eval_folder: Path | None, out: Path, 
                         "training before exporting it")
     if meta["tokenizer_hash"] != ckpt["tokenizer_hash"]:
         raise UserError(f"run {name} was trained with another tokenizer than the prepared data's; pass --data")
+    if ckpt.get("data_content") != meta.get("content_hash"):
+        raise UserError(f"run {name} was trained on other prepared data than --data holds now (the corpus changed "
+                        "since): its card would describe data it never read; re-train it, or pass --data the "
+                        "prepared data it was trained on")
     source = ExportSource(name, {"model": config["model"], "train": config["train"]}, meta, ckpt.get("fingerprint"),
                           windows, prompt)
     return write_export(model, source, out)

@@ -84,9 +84,21 @@ class RunFiles:
     def seed(self, exp: str) -> int:
         return self.study.seeds_for(exp)[0]
 
+    def _run_file(self, exp: str, seed: int, name: str) -> Path | None:
+        """A file training wrote beside its checkpoint, checked against the digest its sealed metrics.json records
+        (None when the run has no such file: a run that never trained); an edit is refused, never drawn."""
+        folder = run_dir(self.results, exp, seed)
+        if not (folder / name).exists():
+            return None
+        retrain = (f"re-run `miniformer train {exp} --seed {seed}` (it rewrites the run's files from its finished "
+                   "checkpoint), then `miniformer aggregate`")
+        metrics = read_sealed_json(folder / "metrics.json", retrain)
+        check_digest(folder, name, metrics.get("files", {}), str(folder / "metrics.json"), retrain)
+        return folder / name
+
     def log(self, exp: str, seed: int | None = None) -> pd.DataFrame:
-        path = run_dir(self.results, exp, self.seed(exp) if seed is None else seed) / "log.tsv"
-        return pd.read_csv(path, sep="\t") if path.exists() else pd.DataFrame()
+        path = self._run_file(exp, self.seed(exp) if seed is None else seed, "log.tsv")
+        return pd.read_csv(path, sep="\t") if path is not None else pd.DataFrame()
 
     def _recorded(self, exp: str) -> tuple[Path, dict, str]:
         seed = self.seed(exp)
@@ -104,7 +116,9 @@ class RunFiles:
         return ev
 
     def _eval_file(self, exp: str, name: str) -> dict:
-        folder, run, remedy = self._recorded(exp)
+        folder, run, _ = self._recorded(exp)
+        seed = self.seed(exp)  # aggregate does not rewrite an evaluation's files: evaluate does
+        remedy = f"re-run `miniformer evaluate {exp} --seed {seed}`, then `miniformer aggregate`"
         check_digest(folder, name, run["eval_files"], str(self.results / PROVENANCE), remedy)
         return read_json(folder / name)
 
@@ -120,8 +134,8 @@ class RunFiles:
         return read_sealed_json(path, STAGES_FIRST).get("train_loss_per_step", []) if path.exists() else []
 
     def samples(self, exp: str) -> list[dict]:
-        path = run_dir(self.results, exp, self.seed(exp)) / "samples.jsonl"
-        return [json.loads(line) for line in path.read_text(encoding="utf-8").splitlines()] if path.exists() else []
+        path = self._run_file(exp, self.seed(exp), "samples.jsonl")
+        return [json.loads(line) for line in path.read_text(encoding="utf-8").splitlines()] if path else []
 
 
 REPORT_READS = ("metrics.json", "windows.json", "perf.json")  # the aggregates the report reads

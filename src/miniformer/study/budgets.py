@@ -9,13 +9,12 @@ report: copy it to results/budgets/long.json, then `make report`.
 
 from __future__ import annotations
 
-import json
 import math
 from dataclasses import dataclass, replace
 from pathlib import Path
 
 from miniformer.errors import UserError
-from miniformer.study.claim_table import estimate_text, judged_names, moved, named_estimates
+from miniformer.study.claim_table import estimate_text, judged_names, moved, named_estimates, read_claims_document
 from miniformer.study.findings import Finding
 
 BUDGETS_DIR = "budgets"  # results/budgets/<name>.json: the claims.json of the same study at another budget
@@ -37,10 +36,10 @@ def read_budgets(results: Path) -> list[Budget]:
     for path in sorted((Path(results) / BUDGETS_DIR).glob("*.json")):
         remedy = ("copy there the results/claims.json of a run of this study at another budget (written by "
                   "`miniformer report` from this version on), or delete it")
+        data = read_claims_document(path, remedy)  # sealed and whole: an edited effect is refused
         try:
-            data = json.loads(path.read_text(encoding="utf-8"))
             budget = Budget(str(data["profile"]), int(data["steps"]), {r["claim"]: r for r in data["claims"]})
-        except (OSError, ValueError, TypeError, KeyError):
+        except (ValueError, TypeError, KeyError):
             raise UserError(f"{str(path)!r} is not a claims file with its profile and steps; {remedy}") from None
         budgets.append(budget)
     return sorted(budgets, key=lambda b: b.steps)

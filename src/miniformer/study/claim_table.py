@@ -10,7 +10,10 @@ import csv
 import io
 import json
 import math
+from pathlib import Path
 
+from miniformer.errors import UserError
+from miniformer.runtime.provenance import CHECKSUM, content_checksum, read_sealed_json
 from miniformer.study.findings import Finding
 
 CLAIMS_JSON, CLAIMS_CSV, CLAIMS_TEX = "claims.json", "claims.csv", "claims.tex"
@@ -90,6 +93,8 @@ def claim_files(found: list[Finding], profile: str, steps: int | None = None) ->
     records = claim_records(found)
     rows = claim_rows(records)
     document = {"profile": profile, "steps": steps, "claims": records}
+    # sealed: `miniformer compare` and another budget's report read it back, and refuse an edited number
+    document[CHECKSUM] = content_checksum(document)
     return {CLAIMS_JSON: json.dumps(document, indent=1, ensure_ascii=False), CLAIMS_CSV: to_csv(rows),
             CLAIMS_TEX: to_latex(rows)}
 
@@ -137,6 +142,38 @@ def sections_of_claims(claim_runs: list[tuple[str, ...]], groups: dict[str, str]
             if group is not None:
                 out.setdefault(group, []).append(number)
     return out
+
+
+def _is_number(x: object) -> bool:
+    return isinstance(x, int | float) and not isinstance(x, bool)
+
+
+def claims_problem(document: object) -> str | None:
+    """What makes a (sealed) claims document unusable, in words, or None: the fields compare and the budgets read."""
+    if not isinstance(document, dict) or not isinstance(document.get("claims"), list):
+        return "it holds no list of claims"
+    for i, r in enumerate(document["claims"]):
+        if not isinstance(r, dict) or not isinstance(r.get("claim"), str) or not isinstance(r.get("verdict"), str):
+            return f"claim {i + 1} has no claim text or no verdict"
+        if not isinstance(r.get("estimates"), dict):
+            return f"claim {i + 1} ({r['claim'][:40]}…) has no estimates"
+        for name, e in r["estimates"].items():
+            if e is None:
+                continue
+            if not isinstance(e, dict) or any(e.get(k) is not None and not _is_number(e.get(k))
+                                              for k in ("effect", "half_width")):
+                return f"estimate {name!r} of claim {i + 1} is not a number ± a number"
+    return None
+
+
+def read_claims_document(path: Path, remedy: str) -> dict:
+    """A claims.json as `miniformer report` wrote it: sealed (an edited effect is refused) and whole (every claim
+    with its verdict and numeric estimates); otherwise one line naming the file and ``remedy``."""
+    document = read_sealed_json(path, remedy)
+    problem = claims_problem(document)
+    if problem:
+        raise UserError(f"{str(path)!r} is not a claims file: {problem}; {remedy}")
+    return document
 
 
 # --- reading a claims file's estimates (`miniformer compare`, another budget's cells: study/budgets.py) -------------

@@ -11,8 +11,7 @@ from pathlib import Path
 import torch
 
 from miniformer.errors import UserError
-from miniformer.runtime.checkpoints import CHECKPOINT, read_checkpoint
-from miniformer.runtime.files import atomic_torch_save
+from miniformer.runtime.checkpoints import CHECKPOINT, read_checkpoint, save_checkpoint
 
 # What a training writes beside its checkpoint: removed at a fresh start, so a run folder never holds one training's
 # step log beside another's checkpoint.
@@ -25,7 +24,7 @@ class RunFolder:
         self.ckpt_path = self.out / CHECKPOINT
 
     def save(self, state: dict) -> None:
-        atomic_torch_save(state, self.ckpt_path)
+        save_checkpoint(state, self.ckpt_path)
 
     def resumable(self, fingerprint: str, mode: str, device: torch.device) -> dict | None:
         """The checkpoint to resume, or None to start fresh. mode 'auto': resume a checkpoint of this config, set
@@ -61,8 +60,8 @@ class RunFolder:
     def record_divergence(self, divergence: dict, logs: dict[str, list], perf: dict) -> None:
         """Keep the last good weights, but with the divergence (and the logs up to it) recorded, so a re-run does not
         train again."""
-        s = torch.load(self.ckpt_path, map_location="cpu", weights_only=True)
+        s = read_checkpoint(self.ckpt_path, "cpu", "delete it and re-run to train from scratch")
         s["divergence"] = json.dumps(divergence)
         s.update({k: json.dumps(v) for k, v in logs.items()})
         s.update(perf)  # the time spent up to the divergence, not only up to the checkpoint kept
-        atomic_torch_save(s, self.ckpt_path)
+        save_checkpoint(s, self.ckpt_path)
