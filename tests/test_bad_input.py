@@ -370,7 +370,7 @@ def test_a_changed_config_killed_mid_training_cannot_reach_the_metrics(trained, 
     assert run_cli(tmp_path, params, "evaluate", "baseline", "--seed", "0") == 2
     assert "stopped at step 10 of 30" in capsys.readouterr().err
     assert run_cli(tmp_path, params, "aggregate") == 2
-    assert "train the run first" in capsys.readouterr().err
+    assert "re-run `miniformer train baseline --seed 0`" in capsys.readouterr().err
 
 
 def evaluated_baseline_only(tmp_path: Path, params: dict, monkeypatch) -> None:

@@ -9,7 +9,13 @@ import pytest
 
 from miniformer.cli import main
 from miniformer.stages.compare import compare
-from miniformer.study.claim_table import claim_rows, latex_escape, moved, to_latex
+from miniformer.study.claim_table import claim_rows, latex_escape, moved, sealed_claims_text, to_latex
+
+
+def write_claims(path, claims: list[dict], profile: str = "default", steps: int | None = 300) -> None:
+    """A claims file as `miniformer report` writes it: sealed."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(sealed_claims_text({"profile": profile, "steps": steps, "claims": claims}), encoding="utf-8")
 
 
 def record(verdict: str, effect: float, half: float, counted: bool = True) -> dict:
@@ -40,10 +46,8 @@ def test_a_changed_verdict_is_counted_and_named():
 
 
 def test_compare_exits_1_on_a_changed_verdict_and_refuses_a_folder_without_claims(tmp_path, capsys):
-    (tmp_path / "mine").mkdir()
-    (tmp_path / "ref").mkdir()
-    (tmp_path / "mine" / "claims.json").write_text(json.dumps([record("undecided", 0.1, 0.03)]))
-    (tmp_path / "ref" / "default-study-claims.json").write_text(json.dumps([record("reproduced", 0.1, 0.03)]))
+    write_claims(tmp_path / "mine" / "claims.json", [record("undecided", 0.1, 0.03)])
+    write_claims(tmp_path / "ref" / "default-study-claims.json", [record("reproduced", 0.1, 0.03)])
     assert main(["compare", "--results", str(tmp_path / "mine"), "--against", str(tmp_path / "ref")]) == 1
     assert "CHANGED  RoPE beats learned: undecided  (reference: reproduced)" in capsys.readouterr().out
     assert main(["compare", "--results", str(tmp_path / "mine"), "--against", str(tmp_path)]) == 2
@@ -53,9 +57,7 @@ def test_compare_exits_1_on_a_changed_verdict_and_refuses_a_folder_without_claim
 
 def test_compare_notes_claims_measured_under_another_profile(tmp_path, capsys):
     for name, profile in (("mine", "smoke"), ("ref", "default")):
-        (tmp_path / name).mkdir()
-        document = {"profile": profile, "claims": [record("reproduced", 0.1, 0.03)]}
-        (tmp_path / name / "claims.json").write_text(json.dumps(document))
+        write_claims(tmp_path / name / "claims.json", [record("reproduced", 0.1, 0.03)], profile)
     assert main(["compare", "--results", str(tmp_path / "mine"), "--against", str(tmp_path / "ref")]) == 0
     out = capsys.readouterr().out
     assert "under profile 'smoke', the other run's under 'default'" in out and "0 verdict(s) changed" in out
@@ -63,17 +65,63 @@ def test_compare_notes_claims_measured_under_another_profile(tmp_path, capsys):
 
 def test_compare_against_docs_picks_the_reference_of_your_runs_profile(tmp_path, capsys):
     """docs/ holds a default and a long reference: a long run is held to the long one, any other to the default."""
-    (tmp_path / "ref").mkdir()
     for profile, verdict in (("default", "reproduced"), ("long", "undecided")):
-        document = {"profile": profile, "claims": [record(verdict, 0.1, 0.03)]}
-        (tmp_path / "ref" / f"{profile}-study-claims.json").write_text(json.dumps(document))
+        write_claims(tmp_path / "ref" / f"{profile}-study-claims.json", [record(verdict, 0.1, 0.03)], profile)
     for profile, changed in (("long", 0), ("smoke", 1)):
-        (tmp_path / profile).mkdir()
-        document = {"profile": profile, "claims": [record("undecided", 0.1, 0.03)]}
-        (tmp_path / profile / "claims.json").write_text(json.dumps(document))
+        write_claims(tmp_path / profile / "claims.json", [record("undecided", 0.1, 0.03)], profile)
         assert main(["compare", "--results", str(tmp_path / profile), "--against", str(tmp_path / "ref")]) == changed
         expected = "long-study-claims.json" if profile == "long" else "default-study-claims.json"
         assert expected in capsys.readouterr().out
+
+
+def _edited_effect(path) -> None:
+    path.write_text(path.read_text(encoding="utf-8").replace('"effect": 0.1,', '"effect": 7.7777,'), encoding="utf-8")
+
+
+def _no_verdict(path) -> None:
+    document = json.loads(path.read_text(encoding="utf-8"))
+    del document["claims"][0]["verdict"]
+    path.write_text(sealed_claims_text(document), encoding="utf-8")  # sealed, but not whole
+
+
+def _string_estimate(path) -> None:
+    document = json.loads(path.read_text(encoding="utf-8"))
+    document["claims"][0]["estimates"]["learned − rope"]["effect"] = "0.1"
+    path.write_text(sealed_claims_text(document), encoding="utf-8")
+
+
+def _unsealed(path) -> None:
+    document = json.loads(path.read_text(encoding="utf-8"))
+    del document["checksum"]
+    path.write_text(json.dumps(document), encoding="utf-8")
+
+
+@pytest.mark.parametrize(("damage", "said"), [(_edited_effect, "does not match the checksum"),
+                                             (_no_verdict, "has no claim text or no verdict"),
+                                             (_string_estimate, "is not a number ± a number"),
+                                             (_unsealed, "carries no checksum")])
+@pytest.mark.parametrize("side", ["mine", "ref"])
+def test_compare_refuses_an_edited_or_broken_claims_file_in_one_line(tmp_path, capsys, damage, said, side):
+    """An effect edited to 7.7777 is never printed as a result; a file without a verdict or with a string estimate is
+    one line, not a traceback; on either side of the comparison."""
+    write_claims(tmp_path / "mine" / "claims.json", [record("reproduced", 0.1, 0.03)])
+    write_claims(tmp_path / "ref" / "claims.json", [record("reproduced", 0.1, 0.03)])
+    assert main(["compare", "--results", str(tmp_path / "mine"), "--against", str(tmp_path / "ref")]) == 0
+    capsys.readouterr()
+    damage(tmp_path / side / "claims.json")
+    assert main(["compare", "--results", str(tmp_path / "mine"), "--against", str(tmp_path / "ref")]) == 2
+    out, err = capsys.readouterr()
+    assert "7.778" not in out and err.count("\n") == 1 and said in err and f"{side}/claims.json" in err
+
+
+def test_the_committed_references_are_sealed_claims_files(capsys):
+    """docs/ holds what `compare --against docs` reads: sealed, so the reference itself cannot drift unseen."""
+    from pathlib import Path
+
+    from miniformer.study.claim_table import read_claims_document
+
+    for path in sorted(Path("docs").glob("*-study-claims.json")):
+        assert read_claims_document(path, "")["claims"]
 
 
 def test_the_latex_table_escapes_and_marks_proxies():

@@ -11,6 +11,7 @@ import json
 import numpy as np
 import pytest
 
+from miniformer.study.claim_table import sealed_claims_text
 from miniformer.study.claims import CLAIMS, check_experiments, claims, required_experiments
 from miniformer.study.findings import Evidence, Finding, breakages
 from miniformer.study.roles import HEAD_RUNS
@@ -1027,7 +1028,7 @@ def _budget_file(folder, profile: str, steps, verdicts: dict[str, str], changing
     records = [{"claim": c, "verdict": v, "counted": True, "converged": True, "still_changing": changing,
                 "trend": trend, "estimates": {"e": {"effect": 0.1, "half_width": 0.02, "spread": "", "seeds": 3}}}
                for c, v in verdicts.items()]
-    (folder / f"{profile}.json").write_text(json.dumps({"profile": profile, "steps": steps, "claims": records}))
+    (folder / f"{profile}.json").write_text(sealed_claims_text({"profile": profile, "steps": steps, "claims": records}))
 
 
 def test_a_converged_claim_is_counted_at_the_longest_budget_that_ran_it(tmp_path):
@@ -1078,14 +1079,19 @@ def test_the_budget_table_puts_each_converged_claim_beside_its_other_budgets(tmp
     assert budget_rows(found, read_budgets(tmp_path), lambda f: "")[0]["agree"] is None  # not run here: not "differ"
 
 
-@pytest.mark.parametrize("text", ["{", json.dumps({"profile": "long", "claims": []}), json.dumps([1, 2])])
-def test_a_budget_file_that_is_not_a_claims_file_is_one_clear_line(tmp_path, text):
+@pytest.mark.parametrize(("text", "said"), [
+    ("{", "cannot be read"), (json.dumps([1, 2]), "carries no checksum"),
+    (sealed_claims_text({"profile": "long", "claims": []}), "is not a claims file with its profile and steps"),
+    (sealed_claims_text({"profile": "long", "steps": 800, "claims": [{"claim": "c"}]}), "no claim text or no verdict"),
+    (sealed_claims_text({"profile": "long", "steps": 800, "claims": []}).replace("800", "801"), "checksum"),
+])
+def test_a_budget_file_that_is_not_a_claims_file_is_one_clear_line(tmp_path, text, said):
     from miniformer.errors import UserError
     from miniformer.study.budgets import read_budgets
 
     (tmp_path / "budgets").mkdir()
     (tmp_path / "budgets" / "long.json").write_text(text)
-    with pytest.raises(UserError, match="is not a claims file with its profile and steps"):
+    with pytest.raises(UserError, match=said):
         read_budgets(tmp_path)
 
 

@@ -282,4 +282,4 @@ def test_every_dvc_stage_has_a_place_in_the_record_order(tmp_path):
     ran = tmp_path / "ran.txt"
     ran.write_text("\n".join(reversed(names)) + "\n")
     assert stages_ran(ran) == sorted(names, key=lambda n: [n.startswith(p) for p in STAGE_ORDER].index(True))
-    assert stages_ran(ran)[0] == "prepare" and stages_ran(ran)[-1] == "report"
+    assert stages_ran(ran)[0] == "check_params" and stages_ran(ran)[-1] == "report"

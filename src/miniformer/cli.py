@@ -452,19 +452,24 @@ def build_parser() -> argparse.ArgumentParser:
     add("init-probe", cmd_init_probe, "token uniformity against depth at initialisation, with and without residuals")
     sp = add("report", cmd_report, "figures + verdicts -> report/report.html")
     sp.add_argument("--out", default="report/report.html", help="the report file (default: report/report.html)")
-    sp = add("check-params", cmd_check_params, "validate every key of params.yaml (DVC's first stage)")
-    sp.add_argument("--out", default="results/params-checked.txt", help="the stamp to write when params are valid")
-    sp = add("dvc-record", cmd_dvc_record, "commit to dvc.lock exactly the DVC stages whose Snakemake jobs ran")
-    sp.add_argument("--ran", default="results/logs/ran-stages.txt",
-                    help="the list of stages Snakemake ran (default: results/logs/ran-stages.txt)")
+    add_internal_commands(add)
     sp = add("crosscheck", cmd_crosscheck, "train the peer library's equivalent of each variant (x-transformers)")
     sp.add_argument("experiments", nargs="*", help="default: every experiment the peer has a switch for")
-    add("list", cmd_list, "print the active profile's runs")
     add("settle-times", cmd_settle_times, "after `dvc pull`: file times in DAG order, so Snakemake finds nothing stale")
     add("runs", cmd_runs, "list trained runs found under results/")
 
     add_explore_commands(add)
     return p
+
+
+def add_internal_commands(add) -> None:
+    """What the DAG tools call, beside the user's commands."""
+    sp = add("check-params", cmd_check_params, "validate every key of params.yaml (DVC's first stage)")
+    sp.add_argument("--out", default="results/params-checked.txt", help="the stamp to write when params are valid")
+    sp = add("dvc-record", cmd_dvc_record, "commit to dvc.lock exactly the DVC stages whose Snakemake jobs ran")
+    sp.add_argument("--ran", default="results/logs/ran-stages.txt",
+                    help="the list of stages Snakemake ran (default: results/logs/ran-stages.txt)")
+    add("list", cmd_list, "print the active profile's runs")
 
 
 def add_explore_commands(add) -> None:

@@ -254,6 +254,17 @@ SWEEP_VALUE = re.compile(r"[A-Za-z0-9_.+-]+")  # what a sweep value may print as
 MAX_SEED = 2**31 - 1
 
 
+def read_params(p: Path) -> dict:
+    """The params file's mapping; not UTF-8 or not YAML is one line naming the file."""
+    try:
+        return yaml.load(p.read_text(encoding="utf-8"), Loader=UniqueKeyLoader) or {}
+    except UnicodeDecodeError as e:
+        raise UserError(f"params file {str(p)!r} is not UTF-8 text (byte {e.start} cannot be read); save it as "
+                        "UTF-8, or restore it with `git checkout params.yaml`") from None
+    except yaml.YAMLError as e:
+        raise UserError(f"params file {str(p)!r} is not valid YAML: {str(e).splitlines()[0]}") from None
+
+
 class Study:
     """The validated params file: experiments, the active profile, and the run list."""
 
@@ -300,14 +311,7 @@ class Study:
         p = Path(path)
         if not p.exists():
             raise UserError(f"params file {str(p)!r} not found; run from the project root or pass --params")
-        try:
-            raw = yaml.load(p.read_text(encoding="utf-8"), Loader=UniqueKeyLoader) or {}
-        except UnicodeDecodeError as e:
-            raise UserError(f"params file {str(p)!r} is not UTF-8 text (byte {e.start} cannot be read); save it as "
-                            "UTF-8, or restore it with `git checkout params.yaml`") from None
-        except yaml.YAMLError as e:
-            raise UserError(f"params file {str(p)!r} is not valid YAML: {str(e).splitlines()[0]}") from None
-        return cls(raw, profile)
+        return cls(read_params(p), profile)
 
     def active(self, experiment: str) -> bool:
         """Whether the experiment (or the sweep point) runs under this profile: all of them, unless its `profiles:`

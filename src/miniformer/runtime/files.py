@@ -35,9 +35,12 @@ def _atomic(path: Path, write) -> None:
         if tmp is not None:
             Path(tmp).unlink(missing_ok=True)
         kept = " (the previous version is kept)" if path.exists() else ""
-        reason = e.strerror if isinstance(e, OSError) and e.strerror else str(e).strip().splitlines()[-1][:120]
-        raise UserError(f"cannot write {str(path)!r} ({reason}: is the disk full?){kept}; free disk space or make "
-                        "the folder writable, then re-run") from None
+        if isinstance(e, OSError):
+            reason = e.strerror or str(e)
+        else:
+            reason = f"{(str(e).strip().splitlines() or ['write failed'])[-1][:100]}: is the disk full?"
+        raise UserError(f"cannot write {str(path)!r}: {reason}{kept}; free disk space or make the folder "
+                        "writable, then re-run") from None
     except BaseException:
         if tmp is not None:
             Path(tmp).unlink(missing_ok=True)

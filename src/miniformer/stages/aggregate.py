@@ -178,8 +178,9 @@ def aggregate(study: Study, results: Path, data_dir: Path = DATA_DIR) -> dict:
 
 def run_perf(path: Path, training: str, name: str) -> dict:
     """A run's timings, only if they belong to the training aggregated (they are rewritten with it)."""
-    p = read_sealed_json(path, f"re-train the run (`miniformer train {name}`)")
+    retrain = f"re-run `miniformer train {name}` (it rewrites a finished run's files from its checkpoint)"
+    p = read_sealed_json(path, retrain)
     if p.get("fingerprint") != training:
-        raise UserError(f"{str(path)!r} times another training than the run's metrics.json; re-train the run "
-                        f"(`miniformer train {name}`)")
-    return {k: v for k, v in p.items() if k not in ("fingerprint", CHECKSUM)}
+        raise UserError(f"{str(path)!r} times another training than the run's metrics.json; {retrain}")
+    check_digest(path.parent, "log.tsv", p.get("files", {}), str(path), retrain)  # the loss curves drawn
+    return {k: v for k, v in p.items() if k not in ("fingerprint", "files", CHECKSUM)}

@@ -12,7 +12,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-STAGE_ORDER = ("prepare", "run@", "aggregate", "init_probe", "report")
+STAGE_ORDER = ("check_params", "prepare", "run@", "aggregate", "init_probe", "report")
 
 
 def stages_ran(ran_file: Path) -> list[str]:

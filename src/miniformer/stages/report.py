@@ -84,20 +84,20 @@ class RunFiles:
     def seed(self, exp: str) -> int:
         return self.study.seeds_for(exp)[0]
 
-    def _run_file(self, exp: str, seed: int, name: str) -> Path | None:
-        """A file training wrote beside its checkpoint, checked against the digest its sealed metrics.json records
+    def _run_file(self, exp: str, seed: int, name: str, recorder: str) -> Path | None:
+        """A file training wrote beside its checkpoint, checked against the digest its sealed ``recorder`` records
         (None when the run has no such file: a run that never trained); an edit is refused, never drawn."""
         folder = run_dir(self.results, exp, seed)
         if not (folder / name).exists():
             return None
         retrain = (f"re-run `miniformer train {exp} --seed {seed}` (it rewrites the run's files from its finished "
                    "checkpoint), then `miniformer aggregate`")
-        metrics = read_sealed_json(folder / "metrics.json", retrain)
-        check_digest(folder, name, metrics.get("files", {}), str(folder / "metrics.json"), retrain)
+        record = read_sealed_json(folder / recorder, retrain)
+        check_digest(folder, name, record.get("files", {}), str(folder / recorder), retrain)
         return folder / name
 
     def log(self, exp: str, seed: int | None = None) -> pd.DataFrame:
-        path = self._run_file(exp, self.seed(exp) if seed is None else seed, "log.tsv")
+        path = self._run_file(exp, self.seed(exp) if seed is None else seed, "log.tsv", "perf.json")
         return pd.read_csv(path, sep="\t") if path is not None else pd.DataFrame()
 
     def _recorded(self, exp: str) -> tuple[Path, dict, str]:
@@ -134,7 +134,7 @@ class RunFiles:
         return read_sealed_json(path, STAGES_FIRST).get("train_loss_per_step", []) if path.exists() else []
 
     def samples(self, exp: str) -> list[dict]:
-        path = self._run_file(exp, self.seed(exp), "samples.jsonl")
+        path = self._run_file(exp, self.seed(exp), "samples.jsonl", "metrics.json")
         return [json.loads(line) for line in path.read_text(encoding="utf-8").splitlines()] if path else []
 
 

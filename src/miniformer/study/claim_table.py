@@ -93,9 +93,7 @@ def claim_files(found: list[Finding], profile: str, steps: int | None = None) ->
     records = claim_records(found)
     rows = claim_rows(records)
     document = {"profile": profile, "steps": steps, "claims": records}
-    # sealed: `miniformer compare` and another budget's report read it back, and refuse an edited number
-    document[CHECKSUM] = content_checksum(document)
-    return {CLAIMS_JSON: json.dumps(document, indent=1, ensure_ascii=False), CLAIMS_CSV: to_csv(rows),
+    return {CLAIMS_JSON: sealed_claims_text(document), CLAIMS_CSV: to_csv(rows),
             CLAIMS_TEX: to_latex(rows)}
 
 
@@ -142,6 +140,13 @@ def sections_of_claims(claim_runs: list[tuple[str, ...]], groups: dict[str, str]
             if group is not None:
                 out.setdefault(group, []).append(number)
     return out
+
+
+def sealed_claims_text(document: dict) -> str:
+    """A claims document as JSON text with the checksum of its content: `miniformer compare` and another budget's
+    report read it back, and refuse an edited number."""
+    body = {k: v for k, v in document.items() if k != CHECKSUM}
+    return json.dumps({**body, CHECKSUM: content_checksum(body)}, indent=1, ensure_ascii=False)
 
 
 def _is_number(x: object) -> bool:

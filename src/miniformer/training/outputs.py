@@ -37,7 +37,7 @@ def write_outputs(tr: Trainer) -> dict:
         "config_fingerprint": tr.run.config_fingerprint(),
         "data_content": tr.data.data_hash,
         # the deterministic files written before this one (a kill between the writes leaves them apart)
-        "files": digests(out, ("log.tsv", "samples.jsonl", "curve.json")),
+        "files": digests(out, ("samples.jsonl", "curve.json")),
     }
     # timings are not deterministic, so they live apart from metrics.json, sealed and named by the same fingerprint;
     # they come from the checkpoint's record of the training that made it, not from this process
@@ -49,6 +49,7 @@ def write_outputs(tr: Trainer) -> dict:
         "device": str(tr.device),
         "threads": t.threads,
         "tokens_trained": metrics["steps_done"] * t.batch_size * tr.run.model.block_size,
+        "files": digests(out, ("log.tsv",)),  # the step log holds timings too: not deterministic, so recorded here
     })
     write_sealed_json(out / "metrics.json", metrics)  # last: it seals the training's outputs
     return metrics

@@ -75,11 +75,10 @@ class Trainer:
 
     def state(self) -> dict:
         return {
-            "model": self.model.state_dict(), "optimizer": self.opt.state_dict(), "step": self.step,
-            "first_loss": self.first_loss, "batch_gen": self.batch_gen.get_state(), "torch_rng": torch.get_rng_state(),
-            "fingerprint": self.fingerprint, "config": json.dumps(self.run.to_dict()),
+            "model": self.model.state_dict(), "optimizer": self.opt.state_dict(), "step": self.step, "first_loss":
+            self.first_loss, "batch_gen": self.batch_gen.get_state(), "torch_rng": torch.get_rng_state(), "fingerprint":
+            self.fingerprint, "config": json.dumps(self.run.to_dict()), "data_content": self.data.data_hash,
             "model_config": json.dumps(self.model.cfg.to_dict()), "tokenizer_hash": self.data.meta["tokenizer_hash"],
-            "data_content": self.data.data_hash,  # export refuses a card of other data than the model read
             **{k: json.dumps(v) for k, v in self.logs.items()}, "divergence": json.dumps(self.divergence),
             **self.cost.state(self.step),  # seconds and memory summed over resumes (training/cost.py)
         }
