@@ -207,3 +207,115 @@ def test_a_killed_prepares_temp_folder_is_removed_by_the_next_prepare(evaluated)
     (leftover / "train.bin").write_bytes(b"\0" * 1000)
     assert run_cli(tmp_path, params, "prepare", "--out", str(tmp_path / "data")) == 0
     assert not leftover.exists()
+
+
+# --- issue 53's battery: every file a reader trusts carries a digest it checks ----------------------------------------
+
+def reverse_four_bytes_inside_a_tensor(ckpt: Path) -> None:
+    """Damage one weight without breaking the file: 4 bytes reversed in the middle of the largest tensor's storage
+    (torch's zip stores records uncompressed and torch.load does not check their CRC, so the file still loads)."""
+    import struct
+    import zipfile
+
+    with zipfile.ZipFile(ckpt) as z:
+        info = max((i for i in z.infolist() if "/data/" in i.filename), key=lambda i: i.file_size)
+    data = bytearray(ckpt.read_bytes())
+    name_len, extra_len = struct.unpack("<HH", data[info.header_offset + 26:info.header_offset + 30])
+    start = info.header_offset + 30 + name_len + extra_len + info.file_size // 2
+    data[start:start + 4] = data[start:start + 4][::-1]
+    assert data[start:start + 4] != ckpt.read_bytes()[start:start + 4]
+    ckpt.write_bytes(bytes(data))
+
+
+@pytest.mark.parametrize("command", [
+    ("score", "baseline", "to be or not"), ("generate", "baseline", "--tokens", "5"),
+    ("evaluate", "baseline", "--seed", "0"), ("train", "baseline", "--seed", "0"),
+    ("export", "baseline", "OUT"), ("attention", "baseline", "--text", "to be", "-o", "OUT.png"),
+])
+def test_a_checkpoint_with_four_bytes_reversed_is_refused_by_every_reader(evaluated, capsys, command):
+    """The battery's case: the damaged weights scored 3.7272 (true 3.7266), were evaluated, aggregated and exported
+    with exit 0. Now every command that reads a checkpoint refuses it in one line, and writes nothing."""
+    tmp_path, params = evaluated
+    args = [str(tmp_path / a) if a.startswith("OUT") else a for a in command]
+    before = {p: p.read_bytes() for p in (tmp_path / "results").rglob("*") if p.is_file()}
+    reverse_four_bytes_inside_a_tensor(tmp_path / RUN / "ckpt.pt")
+    capsys.readouterr()
+    assert run_cli(tmp_path, params, *args) == 2
+    assert "does not match the digest it was written with" in one_error_line(capsys)
+    after = {p: p.read_bytes() for p in (tmp_path / "results").rglob("*") if p.is_file()}
+    assert {p: b for p, b in after.items() if p.name != "ckpt.pt"} == {p: b for p, b in before.items()
+                                                                      if p.name != "ckpt.pt"}
+    assert not (tmp_path / "OUT").exists()
+
+
+def test_a_checkpoint_without_its_digest_is_refused(evaluated, capsys):
+    import torch
+
+    tmp_path, params = evaluated
+    state = torch.load(tmp_path / RUN / "ckpt.pt", weights_only=True)
+    del state["digest"]
+    torch.save(state, tmp_path / RUN / "ckpt.pt")
+    capsys.readouterr()
+    assert run_cli(tmp_path, params, "score", "baseline", "to be") == 2
+    assert "carries no digest" in one_error_line(capsys)
+
+
+@pytest.mark.parametrize(("name", "reader"), [("samples.jsonl", "samples"), ("log.tsv", "log")])
+def test_the_report_refuses_an_edited_sample_or_step_log(evaluated, name, reader):
+    """aggregate refused an edited samples.jsonl but the report printed it; log.tsv (the loss curves) was sealed
+    nowhere. Both are now checked against the digest their run recorded, by aggregate and by the report."""
+    from miniformer.errors import UserError
+    from miniformer.params import Study
+    from miniformer.stages.report import RunFiles
+
+    tmp_path, params = evaluated
+    files = RunFiles(Study(params), tmp_path / "results")
+    assert len(getattr(files, reader)("baseline")) > 0  # as written: read
+    path = tmp_path / RUN / name
+    path.write_text(path.read_text(encoding="utf-8").replace("1", "7", 1), encoding="utf-8")
+    with pytest.raises(UserError, match=f"{name}' is not the file .* recorded"):
+        getattr(files, reader)("baseline")
+    with pytest.raises(UserError, match=f"{name}' is not the file"):
+        from miniformer.stages.aggregate import aggregate
+        aggregate(Study(params), tmp_path / "results", tmp_path / "data")
+
+
+@pytest.mark.parametrize("file", ["modeling_miniformer.py", "configuration_miniformer.py", "miniformer_network.py",
+                                  "tokenizer_config.json", "generation_config.json"])
+def test_an_exports_code_and_tokenizer_config_are_in_its_provenance(evaluated, file):
+    """Logits halved in the modeling file loaded silently in transformers (sum −465.7 vs −931.5): every file loading
+    runs or reads is recorded, and both loaders refuse an edit."""
+    import miniformer
+    from miniformer.errors import UserError
+
+    tmp_path, params = evaluated
+    out = tmp_path / "export"
+    assert run_cli(tmp_path, params, "export", "baseline", str(out)) == 0
+    assert file in read(out / "provenance.json")["files"]
+    text = (out / file).read_text(encoding="utf-8")
+    edited = text.replace("logits=logits", "logits=logits / 2") if file == "modeling_miniformer.py" else text + "\n"
+    (out / file).write_text(edited, encoding="utf-8")
+    with pytest.raises(UserError, match=f"{file}' is not the file"):
+        miniformer.load(out)
+
+
+def test_a_corpus_edit_within_its_characters_leaves_no_old_number_in_runs_or_an_export(evaluated, corpus, capsys):
+    tmp_path, params = evaluated
+    old_val = read(tmp_path / EVAL / "eval.json")["val_loss"]
+    corpus.write_text(make_text(seed=7), encoding="utf-8")  # the same words, so the same character set
+    assert run_cli(tmp_path, params, "prepare", "--out", str(tmp_path / "data")) == 0
+    capsys.readouterr()
+    assert run_cli(tmp_path, params, "runs") == 0
+    line = next(x for x in capsys.readouterr().out.splitlines() if x.startswith("baseline"))
+    assert f"{old_val:.4f}" not in line and "trained on other prepared data" in line
+    assert run_cli(tmp_path, params, "export", "baseline", str(tmp_path / "out")) == 2
+    assert "trained on other prepared data" in one_error_line(capsys)
+    assert not (tmp_path / "out").exists()
+
+
+def test_a_killed_writers_temp_file_is_removed_by_the_next_write(evaluated):
+    tmp_path, params = evaluated
+    stale = tmp_path / EVAL / ".eval.json.abc123.tmp"
+    stale.write_text("half")
+    assert run_cli(tmp_path, params, "evaluate", "baseline", "--seed", "0") == 0
+    assert not stale.exists()
