@@ -70,8 +70,8 @@ def main() -> None:
         cfg = study.config(exp, 0)
         c, _ = miniformer_contender(exp, cfg)
         step_s[exp] = alternate([c], 1, args.steps)[exp]
-    steps = study.config("baseline", 0).train.steps
-    one_x = sum(step_s[e] * steps + extra_s for e, _ in study.runs())
+    # a sweep point (baseline/lr=0.01) costs its experiment's step, for its own number of steps
+    one_x = sum(step_s[study.parent(e)] * study.config(e, s).train.steps + extra_s for e, s in study.runs())
     print(f"Extrapolated from: {extra_note}; {args.cores} jobs side by side, no contention.\n")
     print("| experiment set | runs | DAG planning (s, measured) | study incl. planning (min, extrapolated) |")
     print("|---|---|---|---|")

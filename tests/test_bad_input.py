@@ -725,3 +725,42 @@ def test_settle_times_outside_a_study_says_there_is_none(tmp_path, capsys, monke
     assert main(["settle-times"]) == 2
     line = one_line(capsys)
     assert "no study outputs" in line and "data/prepared" in line
+
+
+@pytest.mark.parametrize("command", [["list"], ["check-params"], ["prepare"], ["set-profile", "smoke"]])
+def test_a_params_file_that_is_not_utf8_is_one_line(tmp_path, capsys, command):
+    """Every command reading params.yaml ended in a UnicodeDecodeError traceback."""
+    params = tmp_path / "params.yaml"
+    params.write_bytes("profile: default\nseeds: [0]\n# caf\u00e9\n".encode("latin-1"))
+    assert main([*command, "--params", str(params)]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and "is not UTF-8 text" in err[0] and "git checkout params.yaml" in err[0]
+
+
+def test_run_experiment_of_an_unknown_experiment_is_one_line(tmp_path, corpus, capsys, monkeypatch):
+    from miniformer.study import claims
+
+    monkeypatch.setattr(claims, "required_experiments", lambda: set())  # a tiny study without the claims' runs
+    assert run_cli(tmp_path, tiny_params(corpus), "run-experiment", "nosuch") == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and "unknown experiment 'nosuch'" in err[0] and "baseline" in err[0]
+
+
+def test_set_profile_on_a_missing_params_file_says_it_is_missing(tmp_path, capsys):
+    assert main(["set-profile", "smoke", "--params", str(tmp_path / "nope.yaml")]) == 2
+    assert "no params file at" in capsys.readouterr().err
+
+
+def test_check_params_refuses_a_typo_key_by_name_and_writes_no_stamp(tmp_path, corpus, capsys, monkeypatch):
+    """DVC's first stage: a typo key at the top of params.yaml changed no stage's params, so `dvc repro` ran and
+    validated nothing; check-params tracks every key and refuses it the way Snakemake does."""
+    from miniformer.study import claims
+
+    monkeypatch.setattr(claims, "required_experiments", lambda: set())  # a tiny study without the claims' runs
+    params = tiny_params(corpus)
+    stamp = tmp_path / "results" / "params-checked.txt"
+    assert run_cli(tmp_path, params, "check-params", "--out", str(stamp)) == 0 and stamp.exists()
+    stamp.unlink()
+    params["lerning_rate_typo"] = 3
+    assert run_cli(tmp_path, params, "check-params", "--out", str(stamp)) == 2
+    assert "lerning_rate_typo" in capsys.readouterr().err and not stamp.exists()

@@ -193,6 +193,41 @@ def test_transformers_refuses_an_export_edited_since_it_was_written(char_data, t
     assert AutoModelForCausalLM.from_pretrained(folder, trust_remote_code=True).net.cfg.n_head == 1
 
 
+def test_transformers_refuses_an_export_whose_modeling_code_was_edited(char_data, tmp_path):
+    """The battery's case: logits halved in modeling_miniformer.py loaded silently (logit sum −465.7 vs −931.5)."""
+    from transformers import AutoModelForCausalLM
+
+    folder = exported(tiny_model(char_data), char_data, tmp_path / "export-code")
+    modeling = folder / "modeling_miniformer.py"
+    modeling.write_text(modeling.read_text().replace("logits=logits)", "logits=logits / 2)"))
+    with pytest.raises(ValueError, match="modeling_miniformer.py is not the file `miniformer export` wrote"):
+        AutoModelForCausalLM.from_pretrained(folder, trust_remote_code=True)
+
+
+@pytest.mark.parametrize("objective", ["causal", "mlm"])
+def test_a_padded_batch_scores_each_text_as_alone(char_data, tmp_path, objective):
+    """`tok([...], padding=True)` said "Asking to pad but the tokenizer does not have a padding token". Now it pads
+    on the right with a token no text holds, and each text's logits in the batch equal its logits alone; a left
+    padding (which would move every position) is refused in words."""
+    from transformers import AutoModelForCausalLM, AutoModelForMaskedLM, AutoTokenizer
+
+    folder = exported(tiny_model(char_data), char_data, tmp_path / "export", objective)
+    tok = AutoTokenizer.from_pretrained(folder)
+    auto = AutoModelForMaskedLM if objective == "mlm" else AutoModelForCausalLM
+    hf = auto.from_pretrained(folder, trust_remote_code=True)
+    texts = ["Romeo", "Romeo:\nThe king"]
+    batch = tok(texts, padding=True, return_tensors="pt")
+    assert batch.attention_mask[0].tolist()[-1] == 0  # the short text was padded, on the right
+    with torch.no_grad():
+        together = hf(**batch).logits
+        for i, text in enumerate(texts):
+            alone = hf(**tok(text, return_tensors="pt")).logits[0]
+            torch.testing.assert_close(together[i, :alone.size(0)], alone, rtol=1e-5, atol=1e-5)
+        tok.padding_side = "left"
+        with pytest.raises(ValueError, match="right-padded batches only"):
+            hf(**tok(texts, padding=True, return_tensors="pt"))
+
+
 def test_every_exported_file_is_readable_by_all(char_data, tmp_path):
     old = os.umask(0o022)
     try:
