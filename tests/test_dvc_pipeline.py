@@ -172,3 +172,54 @@ def test_no_stage_reads_a_file_it_does_not_declare(dvc, tmp_path):
                             and p.name not in (".gitignore", ".dvcignore")  # read by DVCLive: repo bookkeeping
                             and not any(str(p) == d or str(p).startswith(d.rstrip("/") + "/") for d in declared))
         assert not undeclared, f"{name} reads undeclared files: {undeclared[:10]}"
+
+
+# --- nothing deleted before a check (issue 53's battery, with sha256 of every result before and after) ---------------
+
+def result_digests(study: Path) -> dict[str, str]:
+    import hashlib
+
+    return {str(p.relative_to(study)): hashlib.sha256(p.read_bytes()).hexdigest()
+            for folder in ("results", "report") for p in sorted((study / folder).rglob("*"))
+            if p.is_file() and "logs" not in p.parts and "signatures" not in p.parts}
+
+
+def test_a_typo_key_is_refused_by_dvc_repro_and_nothing_is_touched(dvc, tmp_path):
+    """`dvc repro` ran nothing and exited 0 for `lerning_rate_typo: 3` (no stage's params held the key): the intended
+    change silently did nothing. Now DVC's first stage checks every key, and refuses it by name."""
+    study = tmp_path / "typo"
+    shutil.copytree(dvc, study, symlinks=True)
+    before = result_digests(study)
+    params = study / "params.yaml"
+    params.write_text("lerning_rate_typo: 3\n" + params.read_text())
+    done = sh(study, "dvc", "repro", check=False)
+    assert done.returncode != 0 and "lerning_rate_typo" in done.stdout + done.stderr
+    assert result_digests(study) == before
+
+
+def test_a_nan_rate_is_refused_by_dvc_repro_before_any_result_is_deleted(dvc, tmp_path):
+    """`train.lr: .nan` then `dvc repro` deleted every results/eval/<exp>/*.json, and only then said the rate was not
+    finite. Now the params are checked before any stage removes its outputs."""
+    study = tmp_path / "nan"
+    shutil.copytree(dvc, study, symlinks=True)
+    before = result_digests(study)
+    set_lr(study, "pos_alibi", ".nan")
+    done = sh(study, "dvc", "repro", check=False)
+    assert done.returncode != 0 and "not a finite number" in done.stdout + done.stderr
+    assert result_digests(study) == before
+
+
+def test_an_edited_evaluation_costs_no_finished_aggregate_under_snakemake(dvc, tmp_path):
+    """One hand-edited eval.json, then `snakemake --cores 2 all`: aggregate refused it, and Snakemake had already
+    deleted 19 finished files (metrics.json, windows.json, provenance.json, tables, plots …). Now the runs are checked
+    in a job of their own first: the refusal names the file, and every finished file is as it was."""
+    study = tmp_path / "edited"
+    shutil.copytree(dvc, study, symlinks=True)
+    eval_json = study / "results" / "eval" / "baseline" / "seed0" / "eval.json"
+    eval_json.write_text(eval_json.read_text().replace('"val_loss": ', '"val_loss": 1', 1))
+    before = result_digests(study)
+    done = sh(study, "snakemake", "--cores", "2", "all", check=False, timeout=1500)
+    assert done.returncode != 0
+    log = (study / "results" / "logs" / "check_runs.log").read_text()
+    assert "eval.json' does not match the checksum" in log and "miniformer evaluate baseline --seed 0" in log
+    assert result_digests(study) == before

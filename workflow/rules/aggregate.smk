@@ -1,5 +1,6 @@
 # Every run's files checked first, in a job of their own: Snakemake removes a job's outputs before it runs it, so a
 # refused eval.json inside `aggregate` would cost the aggregates already there. A refusal here stops before them.
+# Its stamp is temp(): made only when aggregate has to run, so a study DVC built plans nothing more here.
 rule check_runs:
     input:
         expand("results/runs/{run[0]}/seed{run[1]}/metrics.json", run=RUNS),
@@ -12,7 +13,7 @@ rule check_runs:
         f"{SIGNATURES}/study.json",
         "data/prepared/meta.json",
     output:
-        "results/logs/runs-checked.txt",
+        temp("results/logs/runs-checked.txt"),
     log:
         "results/logs/check_runs.log",
     shell:
