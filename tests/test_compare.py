@@ -4,6 +4,7 @@ effect, and the LaTeX a paper includes."""
 from __future__ import annotations
 
 import json
+import re
 
 import pytest
 
@@ -131,3 +132,28 @@ def test_the_latex_table_escapes_and_marks_proxies():
     assert r"learned $-$ rope" in tex and tex.count("RoPE beats learned (Su 2021)") == 1  # the repeat row is blank
     assert latex_escape("50% & T_5 #1") == r"50\% \& T\_5 \#1"
     assert latex_escape("1/√d, §3") == r"1/$\surd$d, \S{}3"
+
+
+def test_the_latex_claims_table_compiles_breaks_across_pages_and_fits_the_text_width(tmp_path):
+    """`\\input{claims}` of the 43-row tabular overflowed the page by 716 pt and was cut off. The reference's own
+    rows, as a paper includes them: compiled, on more than one page, and no line wider than the text."""
+    import shutil
+    import subprocess
+    from pathlib import Path
+
+    from miniformer.study.claim_table import read_claims_document
+    from tests.conftest import require_system
+
+    require_system(shutil.which("pdflatex") is not None,
+                   "a TeX to compile the claims table (apt-get install texlive-latex-base texlive-latex-recommended)")
+    records = read_claims_document(Path("docs/default-study-claims.json"), "")["claims"]
+    (tmp_path / "claims.tex").write_text(to_latex(claim_rows(records)), encoding="utf-8")
+    (tmp_path / "paper.tex").write_text("\n".join([
+        r"\documentclass{article}", r"\usepackage[T1]{fontenc}", r"\usepackage{booktabs,longtable,array}",
+        r"\begin{document}", r"\input{claims}", r"\end{document}", ""]), encoding="utf-8")
+    done = subprocess.run(["pdflatex", "-interaction=nonstopmode", "-halt-on-error", "paper.tex"], cwd=tmp_path,
+                          capture_output=True, text=True, timeout=120)
+    log = (tmp_path / "paper.log").read_text(encoding="latin-1")
+    assert done.returncode == 0, log[-2000:]
+    pages = int(re.search(r"Output written on paper\.pdf \((\d+) pages?", log).group(1))
+    assert pages >= 2 and "Overfull \\hbox" not in log

@@ -1,5 +1,5 @@
 """The claims table as data: one row per claim and estimate, written beside the report as JSON, CSV and a LaTeX
-(booktabs) table, so that a run can be held against another (`miniformer compare`) or cited in a paper.
+(booktabs longtable) table, so that a run can be held against another (`miniformer compare`) or cited in a paper.
 
 The rows are the report's own findings at render time: the same effects, half-widths, spreads and verdicts.
 """
@@ -71,9 +71,15 @@ def latex_escape(text: str) -> str:
 
 
 def to_latex(rows: list[dict]) -> str:
-    """A booktabs table (\\usepackage{booktabs}): claim, estimate, effect ± half-width, verdict; proxies marked."""
-    lines = [r"\begin{tabular}{p{0.42\linewidth}p{0.22\linewidth}rl}", r"\toprule",
-             r"Claim (source) & Estimate & Effect $\pm$ 95\,\% & Verdict \\", r"\midrule"]
+    """A booktabs longtable (\\usepackage{booktabs,longtable}): claim, estimate, effect ± half-width, verdict; proxies
+    marked. A longtable breaks across pages with its header repeated (one tabular of 40-odd rows ran off the page),
+    and its paragraph columns sum to the text width with the column gaps, so no row is wider than the text."""
+    head = r"Claim (source) & Estimate & Effect $\pm$ 95\,\% & Verdict \\"
+    left, right = r">{\raggedright\arraybackslash}", r">{\raggedleft\arraybackslash}"
+    widths = ((left, 0.33), (left, 0.19), (right, 0.16), (left, 0.18))  # + 6 column gaps: under the text width
+    columns = "@{}" + "".join(f"{align}p{{{w}\\linewidth}}" for align, w in widths) + "@{}"
+    lines = [f"\\begin{{longtable}}{{{columns}}}", r"\toprule", head, r"\midrule", r"\endfirsthead",
+             r"\toprule", head, r"\midrule", r"\endhead", r"\bottomrule", r"\endlastfoot"]
     last = None
     for r in rows:
         claim = "" if r["claim"] == last else f"{latex_escape(r['claim'])} ({latex_escape(r['source'])})"
@@ -83,7 +89,7 @@ def to_latex(rows: list[dict]) -> str:
             effect += r" \pm \infty$" if r["half_width"] is None else rf" \pm {r['half_width']:.3f}$"
         verdict = r["verdict"] + ("" if r["counted"] else " (proxy)")
         lines.append(f"{claim} & {latex_escape(r['estimate'])} & {effect} & {latex_escape(verdict)} \\\\")
-    lines += [r"\bottomrule", r"\end{tabular}", ""]
+    lines += [r"\end{longtable}", ""]
     return "\n".join(lines)
 
 
