@@ -14,6 +14,8 @@ rule check_runs:
         "data/prepared/meta.json",
     output:
         temp("results/logs/runs-checked.txt"),
+    resources:
+        **CPU_JOB,
     log:
         "results/logs/check_runs.log",
     shell:
@@ -40,6 +42,8 @@ rule aggregate:
         plots=directory("results/plots"),
         perf="results/perf.json",
         provenance="results/provenance.json",
+    resources:
+        **CPU_JOB,
     log:
         "results/logs/aggregate.log",
     shell:

@@ -22,6 +22,10 @@ def slurm_settings_problem(environ):
     # unset, empty, or still the README's placeholder (`<partition>` pasted as it stands)
     unset = [name for name in SLURM_SETTINGS
              if not environ.get(name, "").strip() or "<" in environ[name] or ">" in environ[name]]
+    gpus = environ.get("MINIFORMER_SLURM_GPUS", "1").strip()
+    if not gpus.isdigit():  # "abc" or "-5" would reach sbatch as a GPU request it cannot read
+        return (f"MINIFORMER_SLURM_GPUS={gpus!r} is not a whole number of GPUs: `export MINIFORMER_SLURM_GPUS=1` "
+                "(0 on a CPU-only partition)")
     if not unset:
         return None
     return (f"the Slurm profile needs {' and '.join(unset)}: `export MINIFORMER_SLURM_PARTITION=<partition>` "
@@ -43,6 +47,10 @@ except UserError as error:  # bad params are one line, as from the CLI, not a st
     print(f"miniformer: error: {error}", file=sys.stderr)
     raise SystemExit(2) from None
 RUNS = STUDY.runs()
+# On Slurm, the jobs that do not train (prepare, the checks, aggregate, init-probe, report) go to a CPU partition when
+# one is named, not to the GPU partition the run jobs ask for; elsewhere the resource is only a label.
+CPU_PARTITION = os.environ.get("MINIFORMER_SLURM_CPU_PARTITION", "").strip()
+CPU_JOB = {"slurm_partition": CPU_PARTITION} if config.get("cluster") == "slurm" and CPU_PARTITION else {}
 MF = f"{shlex.quote(sys.executable)} -m miniformer"  # the interpreter running Snakemake has the package
 PROF = f"--profile {PROFILE}"
 RAN = "results/logs/ran-stages.txt"  # DVC stages whose Snakemake jobs ran (see onsuccess)

@@ -5,6 +5,8 @@ rule init_probe:
         ancient("results/params-checked.txt"),
     output:
         "results/init_uniformity.json",
+    resources:
+        **CPU_JOB,
     log:
         "results/logs/init_probe.log",
     shell:

@@ -5,6 +5,8 @@ rule check_params:
         f"{SIGNATURES}/params.json",
     output:
         "results/params-checked.txt",
+    resources:
+        **CPU_JOB,
     log:
         "results/logs/check_params.log",
     shell:
@@ -18,6 +20,8 @@ rule prepare:
         ancient("results/params-checked.txt"),
     output:
         multiext("data/prepared/", "train.bin", "val.bin", "test.bin", "meta.json"),
+    resources:
+        **CPU_JOB,
     log:
         "results/logs/prepare.log",
     shell:

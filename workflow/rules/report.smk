@@ -19,6 +19,8 @@ rule report:
         "results/claims.json",
         "results/claims.csv",
         "results/claims.tex",
+    resources:
+        **CPU_JOB,
     log:
         "results/logs/report.log",
     shell:
