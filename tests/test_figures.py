@@ -146,3 +146,21 @@ def test_stability_rows_are_drawn_in_the_order_given_with_their_warm_up():
              ("post", "no warm-up"): {0.01: cell}}
     labels = [t.get_text() for t in figures.stability_map(cells, 3.2).axes[0].get_yticklabels()]
     assert labels == ["pre-norm, warm-up", "pre-norm, long warm-up", "post-norm, no warm-up"]
+
+
+def test_the_effects_over_training_legend_sits_beside_the_curves_not_over_them():
+    """A dozen labelled effects: the legend at loc="best" covered the curves. It goes beside the axes."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    from miniformer.study.figures import effects_over_training
+    from miniformer.study.stats import Estimate
+
+    effects = {f"claim {i}: a − b": [(s, Estimate(0.1 * i - s / 1000, 0.02, 0, 0, 0.95)) for s in (100, 200, 300)]
+               for i in range(12)}
+    fig = effects_over_training(effects)
+    fig.canvas.draw()
+    ax = fig.axes[0]
+    legend, axes_box = ax.get_legend().get_window_extent(), ax.get_window_extent()
+    assert not legend.overlaps(axes_box)
+    assert legend.x1 <= fig.bbox.x1 + 1  # and inside the figure, so it is not cut off

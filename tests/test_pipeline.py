@@ -410,7 +410,8 @@ def test_the_reports_anchors_resolve_and_its_glance_table_agrees_with_the_claims
     trends = [t[8] for t in table]  # every row says where its effect is heading, or that it is not followed
     assert set(trends) <= {"still changing", "settled", "not followed"} and "not followed" in trends, trends
     assert {"still changing", "settled"} & set(trends), trends
-    assert dom.index('id="at-a-glance"') < dom.index('id="contents"') < dom.index("<b>Method.</b>")
+    # the contents first, where a reader lands, not after the glance table's rows; then the glance table, the method
+    assert dom.index('id="contents"') < dom.index('id="at-a-glance"') < dom.index("<b>Method.</b>")
     assert {f"claim-{i}" for i in range(1, len(table) + 1)} <= set(page.links)
 
 

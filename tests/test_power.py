@@ -243,3 +243,16 @@ def test_the_spreads_an_effect_used_are_named():
     mixed = [(1.0, 3, Spread(0.1, 2, "own")), (-1.0, 1, Spread(0.2, 9, "pooled", "causal runs"))]
     assert describe_spreads(mixed, ["a", "b"]) == ("own spread (a 3 seeds); "
                                                    "pooled within-experiment spread over causal runs (df 9)")
+
+
+def test_the_resolution_column_names_the_estimate_whose_half_width_it_shows():
+    """The report's half-width column showed the widest of a claim's intervals beside its first estimate (claim 25:
+    `swap_qk: +0.008 ± 0.009` beside `± 0.368`): with several estimates it now says which one."""
+    from miniformer.study.claims import resolution
+    from miniformer.study.findings import Judgement
+
+    narrow, wide = Estimate(0.008, 0.009, 0.0, 0.0, 0.95, variance="own"), Estimate(0.5, 0.368, 0, 0, 0.95)
+    two = Judgement("m", "reproduced", {"swap_qk": narrow, "swap_v": wide})
+    assert resolution(two) == "± 0.368 (of swap_v)"
+    assert resolution(Judgement("m", "reproduced", {"swap_qk": narrow})) == "± 0.009 (own)"
+    assert resolution(Judgement("m", "reproduced", {"swap_v": wide, "swap_qk": narrow})) == "± 0.368 (of swap_v)"

@@ -120,12 +120,15 @@ class Claim:
 def resolution(j: Judgement) -> str:
     """The smallest effect the claim's design resolves (the widest half-width among its estimates: the binding one)
     and which seed spread it used."""
-    known = [e for e in j.estimates.values() if e is not None]
+    known = [(name, e) for name, e in j.estimates.items() if e is not None]
     if not known:
         return ""
-    widest = max(known, key=lambda e: e.half_width)
+    name, widest = max(known, key=lambda ne: ne[1].half_width)
     hw = "∞" if math.isinf(widest.half_width) else f"± {widest.half_width:.3f}"
-    return f"{hw} ({widest.variance})" if widest.variance else hw
+    # named when the claim reads several: the row's headline estimate may be another, with a narrower interval
+    which = [f"of {name}"] if len(known) > 1 else []
+    said = ", ".join(which + ([widest.variance] if widest.variance else []))
+    return f"{hw} ({said})" if said else hw
 
 
 POWER_Z = 0.8416  # the normal quantile of 80 % power: a true effect of (z_{α/2} + this) × se is found 4 times in 5

@@ -342,7 +342,9 @@ def effects_over_training(effects: dict[str, list]):
     ax.set_xlabel("step")
     ax.set_ylabel("val loss difference (nats)")
     ax.set_title("Effects over training (bands: the claims' intervals)")
-    ax.legend(fontsize=7, loc="best")
+    # beside the axes, never over them: a dozen labelled curves cover any corner "best" can find
+    ax.legend(fontsize=7, loc="upper left", bbox_to_anchor=(1.01, 1.0), borderaxespad=0.0)
+    fig.tight_layout()
     return fig
 
 
