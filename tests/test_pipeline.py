@@ -86,8 +86,8 @@ def test_one_experiment_change_reruns_only_that_experiment_under_snakemake(smk):
     jobs = dict(re.findall(r"^(\w+)\s+(\d+)$", text, flags=re.M))
     assert jobs.get("run") == "1", text[-2000:]
     assert "pos_t5" in text and "exp=pos_learned" not in text
-    # DVC sees the same change: the run, and the stages that read the run list
-    assert dvc_changed_stages(smk) == {"run@pos_t5", "aggregate", "report"}
+    # DVC sees the same change: the run, the stages that read the run list, and the check of every key
+    assert dvc_changed_stages(smk) == {"check_params", "run@pos_t5", "aggregate", "report"}
     # targeted run: only that experiment and what depends on it; DVC's record then matches again
     sh(smk, "snakemake", "--cores", "2", "all")
     assert dvc_changed_stages(smk) == set()
@@ -105,7 +105,7 @@ def test_a_hypothesis_edit_rerenders_the_report_under_both_tools(smk):
 
         seeds = len(Study.load(smk / "params.yaml").seeds_for("block_rmsnorm"))  # one Snakemake job per seed
         assert jobs.get("report") == "1" and jobs.get("aggregate") == "1" and jobs.get("run") == str(seeds), jobs
-        assert dvc_changed_stages(smk) == {"run@block_rmsnorm", "aggregate", "report"}
+        assert dvc_changed_stages(smk) == {"check_params", "run@block_rmsnorm", "aggregate", "report"}
     finally:
         p.write_text(original)
 
@@ -118,7 +118,7 @@ def test_a_removed_experiment_leaves_metrics_and_report_under_both_tools(smk):
     try:
         jobs = planned_jobs(smk)
         assert jobs.get("aggregate") == "1" and jobs.get("report") == "1" and "run" not in jobs, jobs
-        assert dvc_changed_stages(smk) == {"aggregate", "report"}
+        assert dvc_changed_stages(smk) == {"check_params", "aggregate", "report"}
         sh(smk, "snakemake", "--cores", "2", "all")
         metrics = json.loads((smk / "results" / "metrics.json").read_text())
         assert "heads_mean" not in metrics and "baseline" in metrics

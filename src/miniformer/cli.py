@@ -82,7 +82,7 @@ COMMAND_FLAGS: dict[str, tuple[str, ...]] = {
     "report": STUDY_FLAGS, "dvc-record": ("params", "profile"),
     "crosscheck": STUDY_FLAGS, "list": ("params", "profile"), "settle-times": (), "runs": ("results", "data"),
     "set-profile": ("params",), "check-params": ("params", "profile"),
-    "compare": ("results",),
+    "compare": ("results",), "metrics-diff": ("results",),
     "generate": RUN_FLAGS, "score": RUN_FLAGS, "export": RUN_FLAGS, "attention": RUN_FLAGS,
 }
 # the DAG tools' entry points, kept out of the main help
@@ -249,6 +249,12 @@ def cmd_compare(args) -> int:
     from miniformer.stages.compare import run_compare
 
     return run_compare(Path(args.results), Path(args.against))
+
+
+def cmd_metrics_diff(args) -> int:
+    from miniformer.stages.metrics_diff import run_metrics_diff
+
+    return run_metrics_diff(Path(args.results), Path(args.against), args.all)
 
 
 def cmd_generate(args) -> None:
@@ -480,6 +486,11 @@ def add_explore_commands(add) -> None:
              "when a verdict changed")
     sp.add_argument("--against", default="docs", help="the reference: a claims.json, or a folder holding one "
                     "(default: docs, the committed reference)")
+    sp = add("metrics-diff", cmd_metrics_diff, "every number of your results/metrics.json beside a reference's, key "
+             "by key (`dvc metrics diff` compares revisions, not two files)")
+    sp.add_argument("--against", default="docs", help="the reference: a metrics.json, or a folder holding one "
+                    "(default: docs, the committed reference)")
+    sp.add_argument("--all", action="store_true", help="every number, not only those that differ")
     """The commands that use a trained run: generate, score, export, attention."""
 
     def add_run_arg(sp: argparse.ArgumentParser, device: bool = True) -> None:
