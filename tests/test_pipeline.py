@@ -213,7 +213,7 @@ def test_after_snakemake_a_dvc_experiment_reruns_one_experiment_and_snakemake_th
     sh(smk, "git", "-c", "user.name=t", "-c", "user.email=t@t", "commit", "-qm", "after snakemake", check=False)
     done = sh(smk, "dvc", "exp", "run", "-n", "alibi-lr", "-S", "+experiments.pos_alibi.train.lr=0.006", timeout=1200)
     ran = set(re.findall(r"Running stage '([^']+)'", done.stdout))
-    assert ran == {"run@pos_alibi", "aggregate", "report"}, ran
+    assert ran == {"check_params", "run@pos_alibi", "aggregate", "report"}, ran
     assert "WARNING" not in done.stdout + done.stderr, (done.stdout + done.stderr)[-2000:]
     assert dvc_changed_stages(smk) == set()
     assert planned_jobs(smk) == {}, planned_jobs(smk)
