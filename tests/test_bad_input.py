@@ -106,6 +106,9 @@ CASES = [
     ("zero heads", lambda p: edit(p, "model.n_head", 0), "n_head=0 must be a positive integer"),
     ("zero width", lambda p: edit(p, "model.n_embd", 0), "n_embd=0 must be a positive integer"),
     ("duplicate seeds", lambda p: edit(p, "seeds", [0, 0, 1]), "lists a seed twice"),
+    ("a seed that is not whole", lambda p: edit(p, "seeds", [0.5]), "seeds holds 0.5, not a whole number"),
+    ("an empty file", lambda p: {}, "the file is empty"),
+    ("no experiments", lambda p: {k: v for k, v in p.items() if k != "experiments"}, "no `experiments:` section"),
     ("negative seed", lambda p: edit(p, "seeds", [-1, 0]), "each seed must be between 0 and"),
     ("seeds per experiment 0", lambda p: edit(p, "profiles.default.seeds_per_experiment", 0),
      "seeds_per_experiment = 0 must be an integer >= 1"),
@@ -764,3 +767,40 @@ def test_check_params_refuses_a_typo_key_by_name_and_writes_no_stamp(tmp_path, c
     params["lerning_rate_typo"] = 3
     assert run_cli(tmp_path, params, "check-params", "--out", str(stamp)) == 2
     assert "lerning_rate_typo" in capsys.readouterr().err and not stamp.exists()
+
+
+def test_report_out_an_existing_folder_is_refused_before_any_work(tmp_path, capsys):
+    """`report --out <folder>` ran 27 s before "Is a directory"."""
+    assert main(["report", "--out", str(tmp_path)]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and "is a folder" in err[0] and "report.html" in err[0]
+
+
+def test_score_takes_its_sentence_after_the_seed_flag(trained, capsys):
+    """`score baseline --seed 0 "a sentence"` said "unrecognized arguments": argparse fills the optional sentence
+    before it reads --seed. The sentence after the flag is the sentence; a second one is still refused."""
+    tmp_path, params = trained
+    assert run_cli(tmp_path, params, "score", "baseline", "--seed", "0", "to be or not") == 0
+    assert "mean loss" in capsys.readouterr().out
+    assert run_cli(tmp_path, params, "score", "baseline", "--seed", "0", "to be", "or not") == 2
+    assert "unrecognized arguments" in capsys.readouterr().err
+
+
+def test_dvc_record_says_in_words_why_nothing_was_recorded(tmp_path, capsys, monkeypatch):
+    """Snakemake and `dvc repro` at once: "dvc commit of … failed: []". Now the line says what holds DVC and how to
+    record the stages later."""
+    import subprocess
+
+    from miniformer.stages import dvc_record
+
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / ".dvc").mkdir()
+    (tmp_path / ".git").mkdir()
+    ran = tmp_path / "ran.txt"
+    ran.write_text("prepare\n")
+    monkeypatch.setattr(dvc_record, "commit_together", lambda stages: (_ for _ in ()).throw(RuntimeError("busy")))
+    lock = "ERROR: Unable to acquire lock. Most likely another DVC process is running or was terminated abruptly."
+    monkeypatch.setattr(subprocess, "run", lambda *a, **k: subprocess.CompletedProcess(a, 1, "", lock))
+    assert dvc_record.record(ran) == []
+    err = capsys.readouterr().err
+    assert "another DVC command holds its lock" in err and "miniformer dvc-record" in err and ran.exists()

@@ -225,7 +225,10 @@ def cmd_report(args) -> None:
     file_figures()
     from miniformer.stages.report import build_report
 
-    path = build_report(_study(args), Path(args.results), Path(args.out), Path(args.data))
+    out = Path(args.out)
+    if out.is_dir():  # found before the half minute the report takes, not by the write at its end
+        raise UserError(f"--out {args.out!r} is a folder; give the report's file name, e.g. {out / 'report.html'}")
+    path = build_report(_study(args), Path(args.results), out, Path(args.data))
     print(f"report written to {path}")
 
 
@@ -537,8 +540,15 @@ def add_explore_commands(add) -> None:
 
 
 def main(argv: list[str] | None = None) -> int:
+    parser = build_parser()
     try:
-        args = build_parser().parse_args(argv)
+        args, extra = parser.parse_known_args(argv)
+        if extra and getattr(args, "sentence", "") is None and len(extra) == 1 and not extra[0].startswith("-"):
+            # `score RUN --seed 0 "a sentence"`: argparse fills its optional sentence before reading --seed, then
+            # finds the sentence left over; it is the sentence
+            args.sentence = extra[0]
+        elif extra:
+            parser.error(f"unrecognized arguments: {' '.join(extra)}")
     except SystemExit as e:  # --help (0) or a usage error (2, already printed as one line)
         return int(e.code or 0)
     try:

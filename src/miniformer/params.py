@@ -211,6 +211,18 @@ def _check_section(section: str, values: Any, where: str) -> None:
     _check_fields(SECTIONS[section], values, f"{where}{section}.")
 
 
+def _check_file(raw: Any) -> None:
+    """What every later check assumes: a mapping of a sane size with an `experiments:` section. An empty file or one
+    without experiments is named as such, not reported through a check further down that it happens to fail."""
+    if not isinstance(raw, dict) or not raw:
+        raise UserError("params: the file is empty (or not a mapping of `key: value` lines); restore it with "
+                        "`git checkout params.yaml`")
+    _check_size(raw)
+    if not isinstance(raw.get("experiments"), dict) or not raw["experiments"]:
+        raise UserError("params: no `experiments:` section (every run of the study is one of its entries); restore "
+                        "it from `git checkout params.yaml`, or add one with a `baseline:` of `group: reference`")
+
+
 def _check_size(raw: Any) -> None:
     """Refuse a file that expands to more values than any study needs (a YAML alias bomb), counting as it walks so
     the walk itself stays cheap."""
@@ -269,7 +281,7 @@ class Study:
     """The validated params file: experiments, the active profile, and the run list."""
 
     def __init__(self, raw: dict, profile: str | None = None) -> None:
-        _check_size(raw)
+        _check_file(raw)
         _check_keys(raw, TOP_KEYS, "")
         self.raw = raw
         self.profile = profile or raw.get("profile", "default")
@@ -520,8 +532,13 @@ def _check_experiment(name: Any, exp: dict) -> None:
 
 
 def _check_seeds(seeds: Any) -> None:
-    if not (isinstance(seeds, list) and seeds and all(type(x) is int for x in seeds)):
-        raise UserError(f"params: seeds = {_short(seeds)} must be a non-empty list of integers")
+    if isinstance(seeds, list) and seeds and any(type(x) is not int for x in seeds):
+        bad = next(x for x in seeds if type(x) is not int)
+        raise UserError(f"params: seeds holds {_short(bad)}, not a whole number; seeds is a list of whole numbers, "
+                        "e.g. `seeds: [0, 1, 2]`")
+    if not (isinstance(seeds, list) and seeds):
+        raise UserError(f"params: seeds = {_short(seeds)} must be a non-empty list of whole numbers, e.g. "
+                        "`seeds: [0, 1, 2]`")
     if len(set(seeds)) != len(seeds):
         raise UserError(f"params: seeds = {seeds!r} lists a seed twice; each seed is one run, list it once")
     if any(not 0 <= x <= MAX_SEED for x in seeds):

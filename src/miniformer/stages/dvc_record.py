@@ -63,7 +63,11 @@ def record(ran_file: Path) -> list[str]:
     dvc = shutil.which("dvc") or str(Path(sys.executable).with_name("dvc"))
     done = subprocess.run([dvc, "commit", "-f", "-q", *stages], capture_output=True, text=True)
     if done.returncode != 0:
-        print(f"dvc commit of {' '.join(stages)} failed: {done.stderr.strip().splitlines()[-1:]}", file=sys.stderr)
+        said = " ".join((done.stderr + done.stdout).split()) or "DVC gave no reason"
+        busy = "lock" in said.lower()  # `dvc repro` (or another dvc command) running beside Snakemake holds it
+        why = ("another DVC command holds its lock (a `dvc repro` running?)" if busy else said[-300:])
+        print(f"dvc-record: the stages Snakemake ran ({' '.join(stages)}) are not recorded in DVC yet: {why}; run "
+              f"`miniformer dvc-record` again once it is free (they stay listed in {ran_file})", file=sys.stderr)
         return []
     ran_file.unlink(missing_ok=True)
     return stages
