@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import json
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -321,6 +323,12 @@ def test_tensorboard_tracking_mirrors_the_step_log_once_per_step_and_is_off_by_d
     assert [e.step for e in events.Scalars("train_loss")] == steps == [5, 10, 15, 20, 25, 30]
     assert [round(e.value, 4) for e in events.Scalars("val_loss")] == [round(float(row[2]), 4) for row in logged]
     assert not (run / "tensorboard").exists()
+    # the README's command, as written (with --inspect, which reads the events and exits instead of serving): it
+    # crashed on `import pkg_resources` with the tensorboard the venv had, though the reader above worked
+    tensorboard = Path(sys.executable).with_name("tensorboard")
+    done = subprocess.run([str(tensorboard), "--logdir", "results/tensorboard", "--inspect"], cwd=study_dir,
+                          capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0 and "train_loss" in done.stdout + done.stderr, done.stderr[-1000:]
     params["tracking"] = "wandb"
     (study_dir / "params.yaml").write_text(yaml.safe_dump(params))
     assert cli(study_dir, "train", "baseline", "--seed", "0") == 2
