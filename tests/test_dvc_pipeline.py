@@ -205,7 +205,11 @@ def test_a_nan_rate_is_refused_by_dvc_repro_before_any_result_is_deleted(dvc, tm
     study = tmp_path / "nan"
     shutil.copytree(dvc, study, symlinks=True)
     before = result_digests(study)
-    set_lr(study, "pos_alibi", ".nan")
+    import yaml
+
+    params = yaml.safe_load((study / "params.yaml").read_text())
+    params["train"]["lr"] = float("nan")  # `train.lr: .nan`, the battery's case: every run's rate
+    (study / "params.yaml").write_text(yaml.safe_dump(params, sort_keys=False))
     done = sh(study, "dvc", "repro", check=False)
     assert done.returncode != 0 and "not a finite number" in done.stdout + done.stderr
     assert result_digests(study) == before
@@ -217,6 +221,7 @@ def test_an_edited_evaluation_costs_no_finished_aggregate_under_snakemake(dvc, t
     in a job of their own first: the refusal names the file, and every finished file is as it was."""
     study = tmp_path / "edited"
     shutil.copytree(dvc, study, symlinks=True)
+    sh(study, "snakemake", "--cores", "2", "all", timeout=1500)  # whatever earlier tests left, brought up to date
     eval_json = study / "results" / "eval" / "baseline" / "seed0" / "eval.json"
     eval_json.write_text(eval_json.read_text().replace('"val_loss": ', '"val_loss": 1', 1))
     before = result_digests(study)
