@@ -15,6 +15,7 @@ rule all:
     input:
         "report/report.html",
         "results/metrics.json",
+        "results/params-checked.txt",  # DVC's check_params stage, kept in step (workflow/rules/prepare.smk)
         # Every per-run output is a target too: Snakemake leaves a missing intermediate file alone while the files made
         # from it are newer, so a deleted eval.json or run folder (or one a kill left half-written) would otherwise
         # stay a hole under "Nothing to be done". As targets they are re-made, and what reads them re-runs.

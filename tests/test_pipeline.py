@@ -11,6 +11,7 @@ from pathlib import Path
 
 import pytest
 
+from miniformer.study.claim_table import sealed_claims_text
 from tests.conftest import require_system
 from tests.studies import (
     BIN,
@@ -197,6 +198,13 @@ def test_model_samples_are_escaped_by_the_report_builder(smk, tmp_path):
     shutil.copytree(smk / "results", results, ignore=shutil.ignore_patterns("*.pt"))
     samples = results / "runs" / "baseline" / "seed0" / "samples.jsonl"
     samples.write_text(json.dumps({"step": 1, "kind": "generation", "text": "<script>alert(1)</script>"}) + "\n")
+    # as if training had written it: the run's sealed metrics.json records its digest (the report checks it)
+    from miniformer.runtime.provenance import CHECKSUM, file_digest, read_sealed_json, write_sealed_json
+
+    metrics_path = samples.parent / "metrics.json"
+    metrics = read_sealed_json(metrics_path, "")
+    metrics["files"]["samples.jsonl"] = file_digest(samples)
+    write_sealed_json(metrics_path, {k: v for k, v in metrics.items() if k != CHECKSUM})
     out = build_report(Study.load(smk / "params.yaml"), results, tmp_path / "report.html", smk / "data" / "prepared")
     html = out.read_text()
     assert "&lt;script&gt;alert(1)&lt;/script&gt;" in html
@@ -308,7 +316,7 @@ def test_a_longer_budgets_claims_join_the_report_and_its_totals(smk, tmp_path):
     target["verdict"] = "contradicted"
     document.update(profile="long", steps=document["steps"] + 1000)
     (results / "budgets").mkdir()
-    (results / "budgets" / "long.json").write_text(json.dumps(document))
+    (results / "budgets" / "long.json").write_text(sealed_claims_text(document))  # as a long run's report writes it
     study = Study.load(smk / "params.yaml")
     html = build_report(study, results, tmp_path / "report.html", smk / "data" / "prepared").read_text()
     after = json.loads((results / "verdicts.json").read_text())
@@ -344,7 +352,7 @@ def test_the_claims_table_is_data_and_compare_flags_a_changed_verdict(smk, tmp_p
     edited = json.loads(json.dumps(document))
     target = next(r for r in edited["claims"] if r["counted"])
     target["verdict"] = "contradicted" if target["verdict"] != "contradicted" else "reproduced"
-    (tmp_path / "claims.json").write_text(json.dumps(edited))
+    (tmp_path / "claims.json").write_text(sealed_claims_text(edited))  # another run's claims, as its report writes them
     assert main(["compare", "--results", str(results), "--against", str(tmp_path)]) == 1
     out = capsys.readouterr().out
     assert f"CHANGED  {target['claim']}" in out and "1 verdict(s) changed" in out

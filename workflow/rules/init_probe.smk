@@ -2,7 +2,6 @@
 rule init_probe:
     input:
         f"{SIGNATURES}/init-probe.json",  # the reference's model config and the probe's own code
-        ancient("results/params-checked.txt"),
     output:
         "results/init_uniformity.json",
     resources:

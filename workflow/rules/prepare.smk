@@ -1,5 +1,6 @@
-# Every key of params.yaml validated (DVC's first stage; Snakemake has validated them when it loaded the study, so
-# here it only keeps DVC's record in step). Its stamp never changes, so downstream jobs read it as `ancient`.
+# Every key of params.yaml validated: DVC's first stage, which its other stages wait for. Snakemake has validated them
+# all when it loaded the study, before any job, so here the rule only keeps DVC's record in step: a target of `all`
+# that nothing waits for (an input of prepare, even `ancient`, made Snakemake drop the run jobs a param edit needs).
 rule check_params:
     input:
         f"{SIGNATURES}/params.json",
@@ -17,7 +18,6 @@ rule check_params:
 rule prepare:
     input:
         f"{SIGNATURES}/data.json",
-        ancient("results/params-checked.txt"),
     output:
         multiext("data/prepared/", "train.bin", "val.bin", "test.bin", "meta.json"),
     resources:
