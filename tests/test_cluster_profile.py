@@ -53,7 +53,7 @@ def test_the_readmes_cluster_knobs_reach_the_jobs_and_a_bad_gpu_count_is_refused
     for job in jobs:
         by_rule.setdefault(job.split(":")[0], []).append(next(x for x in job.splitlines() if "resources:" in x))
     assert all("slurm_partition=gpuq" in r and "mem_mb=16000" in r and "runtime=600" in r for r in by_rule["run"])
-    for rule in ("prepare", "aggregate", "report", "init_probe", "check_params", "check_runs"):
+    for rule in ("prepare", "aggregate", "report", "init_probe", "check_params"):
         assert all("slurm_partition=cpuq" in r and "mem_mb=2000" in r for r in by_rule[rule]), rule
     for bad in ("abc", "-5"):
         done = dry_run(study, MINIFORMER_SLURM_GPUS=bad, **base)

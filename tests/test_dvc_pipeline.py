@@ -217,8 +217,8 @@ def test_a_nan_rate_is_refused_by_dvc_repro_before_any_result_is_deleted(dvc, tm
 
 def test_an_edited_evaluation_costs_no_finished_aggregate_under_snakemake(dvc, tmp_path):
     """One hand-edited eval.json, then `snakemake --cores 2 all`: aggregate refused it, and Snakemake had already
-    deleted 19 finished files (metrics.json, windows.json, provenance.json, tables, plots …). Now the runs are checked
-    in a job of their own first: the refusal names the file, and every finished file is as it was."""
+    deleted 19 finished files (metrics.json, windows.json, provenance.json, tables, plots …). Now aggregate's outputs
+    are Snakemake `update()` outputs: the refusal names the file, and every finished file is as it was."""
     study = tmp_path / "edited"
     shutil.copytree(dvc, study, symlinks=True)
     sh(study, "snakemake", "--cores", "2", "all", timeout=1500)  # whatever earlier tests left, brought up to date
@@ -227,6 +227,6 @@ def test_an_edited_evaluation_costs_no_finished_aggregate_under_snakemake(dvc, t
     before = result_digests(study)
     done = sh(study, "snakemake", "--cores", "2", "all", check=False, timeout=1500)
     assert done.returncode != 0
-    log = (study / "results" / "logs" / "check_runs.log").read_text()
+    log = (study / "results" / "logs" / "aggregate.log").read_text()
     assert "eval.json' does not match the checksum" in log and "miniformer evaluate baseline --seed 0" in log
     assert result_digests(study) == before

@@ -204,12 +204,8 @@ def cmd_init_probe(args) -> None:
 
 
 def cmd_aggregate(args) -> None:
-    from miniformer.stages.aggregate import aggregate, checked_runs
+    from miniformer.stages.aggregate import aggregate
 
-    if args.check:
-        runs = checked_runs(_study(args), Path(args.results), Path(args.data))
-        print(f"aggregate: all {len(runs)} runs finished, sealed and of this config, code and data")
-        return
     aggregate(_study(args), Path(args.results), Path(args.data))
 
 
@@ -455,9 +451,7 @@ def build_parser() -> argparse.ArgumentParser:
     add("run", cmd_run, "train one experiment x seed, then evaluate it (the Snakemake job)", run=True)
     sp = add("run-experiment", cmd_run_experiment, "train, then evaluate, every seed of one experiment (the DVC stage)")
     sp.add_argument("experiment", help="experiment name from params.yaml")
-    sp = add("aggregate", cmd_aggregate, "collect every run into results/metrics.json and tables")
-    sp.add_argument("--check", action="store_true",
-                    help="only check every run's files (what aggregate refuses), writing nothing")
+    add("aggregate", cmd_aggregate, "collect every run into results/metrics.json and tables")
     add("init-probe", cmd_init_probe, "token uniformity against depth at initialisation, with and without residuals")
     sp = add("report", cmd_report, "figures + verdicts -> report/report.html")
     sp.add_argument("--out", default="report/report.html", help="the report file (default: report/report.html)")

@@ -134,8 +134,7 @@ def write_plot_series(study: Study, results: Path) -> None:
 
 def checked_runs(study: Study, results: Path, data_dir: Path = DATA_DIR) -> list[tuple[str, int, dict, dict]]:
     """Every run of the study as (experiment, seed, train metrics, eval.json), each checked (finished_run) and its
-    timings too, before anything is written: `miniformer aggregate --check` is this alone, the Snakefile's guard that
-    keeps a refused input from costing the aggregates already there."""
+    timings too, before anything is written: a refused input leaves the aggregates already there as they were."""
     data_hash = data_hash_of(data_dir)
     checked = []
     for exp, seed in study.runs():
