@@ -43,3 +43,28 @@ def test_the_readmes_command_reads_the_reference_in_docs_by_default(tmp_path, ca
     assert "baseline.seed0.val_loss" in out and "+0.5" in out and "1 of " in out
     assert main(["metrics-diff", "--against", str(tmp_path / "nothing-here")]) == 2
     assert "is missing" in capsys.readouterr().err
+
+
+def test_an_edited_aggregate_or_a_file_that_is_not_metrics_is_refused(tmp_path, capsys):
+    """The second battery: `val_loss` set to 7.7777 in results/metrics.json printed as a +5.95 change with exit 0 (the
+    report refused the same file); a claims file passed as the reference compared "2029 of 2029" numbers."""
+    from pathlib import Path
+
+    from miniformer.runtime.provenance import digests, write_sealed_json
+
+    root = Path(__file__).resolve().parent.parent
+    results = tmp_path / "results"
+    results.mkdir()
+    (results / "metrics.json").write_text((root / "docs" / "default-study-metrics.json").read_text())
+    write_sealed_json(results / "provenance.json", {"files": digests(results, ("metrics.json",))})
+    reference = str(root / "docs")
+    assert main(["metrics-diff", "--results", str(results), "--against", reference]) == 0
+    assert "0 of " in capsys.readouterr().out
+    text = (results / "metrics.json").read_text()
+    (results / "metrics.json").write_text(text.replace('"val_loss": 1.', '"val_loss": 7.', 1))
+    assert main(["metrics-diff", "--results", str(results), "--against", reference]) == 2
+    out, err = capsys.readouterr()
+    assert out == "" and "is not the file" in err
+    claims = str(root / "docs" / "long-study-claims.json")
+    assert main(["metrics-diff", "--results", reference, "--against", claims]) == 2
+    assert "is not a metrics file" in capsys.readouterr().err

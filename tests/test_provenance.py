@@ -319,3 +319,61 @@ def test_a_killed_writers_temp_file_is_removed_by_the_next_write(evaluated):
     stale.write_text("half")
     assert run_cli(tmp_path, params, "evaluate", "baseline", "--seed", "0") == 0
     assert not stale.exists()
+
+
+@pytest.mark.parametrize("target", ["another seed", "another experiment"])
+def test_a_checkpoint_copied_from_another_run_is_refused_by_score_and_export(evaluated, capsys, target):
+    """The second battery: seed1's ckpt.pt copied over seed0's scored seed1's 3.0672 as seed0's (3.2020) and
+    exported seed1's weights under seed0's name, with exit 0 (evaluate refused it by its fingerprint)."""
+    import shutil
+
+    tmp_path, params = evaluated
+    folder = tmp_path / ("results/runs/baseline/seed5" if target == "another seed" else "results/runs/pos_alibi/seed0")
+    folder.mkdir(parents=True)
+    shutil.copy(tmp_path / RUN / "ckpt.pt", folder / "ckpt.pt")
+    name, seed = ("baseline", "5") if target == "another seed" else ("pos_alibi", "0")
+    capsys.readouterr()
+    assert run_cli(tmp_path, params, "score", name, "--seed", seed, "to be") == 2
+    assert "is baseline seed 0, not the run its folder names" in one_error_line(capsys)
+    assert run_cli(tmp_path, params, "export", name, "--seed", seed, str(tmp_path / "out")) == 2
+    assert "not the run its folder names" in one_error_line(capsys) and not (tmp_path / "out").exists()
+    assert run_cli(tmp_path, params, "score", "baseline", "--seed", "0", "to be") == 0  # its own folder: read
+
+
+@pytest.mark.parametrize("damage", ["missing", "a flipped bit", "another corpus"])
+def test_the_report_refuses_prepared_data_that_is_not_what_the_runs_were_aggregated_on(evaluated, corpus, damage):
+    """The second battery: with data/prepared deleted or one bit of val.bin flipped, `report` exited 0 and overwrote
+    the finished report with one that lost the unigram floor and changed verdicts (aggregate refused the same)."""
+    import shutil
+
+    from miniformer.errors import UserError
+    from miniformer.stages.report import prepared_data, read_provenance
+
+    tmp_path, params = evaluated
+    data = tmp_path / "data"
+    provenance = read_provenance(tmp_path / "results")
+    prepared_data(data, provenance)  # as aggregated: read
+    if damage == "missing":
+        shutil.rmtree(data)
+    elif damage == "a flipped bit":
+        val = bytearray((data / "val.bin").read_bytes())
+        val[10] ^= 1
+        (data / "val.bin").write_bytes(bytes(val))
+    else:
+        corpus.write_text(make_text(seed=7), encoding="utf-8")  # the same characters, other text
+        assert run_cli(tmp_path, params, "prepare", "--out", str(data)) == 0
+    with pytest.raises(UserError):
+        prepared_data(data, provenance)
+
+
+def test_report_refuses_damaged_prepared_data_before_it_touches_the_finished_report(evaluated, capsys):
+    tmp_path, params = evaluated
+    out = tmp_path / "report.html"
+    assert run_cli(tmp_path, params, "report", "--out", str(out)) == 0  # whole data: the report renders
+    out.write_text("the finished report")
+    val = bytearray((tmp_path / "data" / "val.bin").read_bytes())
+    val[10] ^= 1
+    (tmp_path / "data" / "val.bin").write_bytes(bytes(val))
+    capsys.readouterr()
+    assert run_cli(tmp_path, params, "report", "--out", str(out)) == 2
+    assert "data" in one_error_line(capsys) and out.read_text() == "the finished report"

@@ -90,9 +90,23 @@ def load_run_model(run_dir: Path, device: torch.device) -> tuple[MiniFormer, dic
     if not path.exists():
         raise UserError(f"no checkpoint at {str(path)!r}; train this run first (`miniformer train`)")
     s = read_checkpoint(path, device, "re-train this run")
+    config = json.loads(s["config"])
+    check_run_identity(Path(run_dir), config)
     model = MiniFormer(ModelConfig.from_dict(json.loads(s["model_config"]))).to(device)
     model.load_state_dict(renamed_state(s["model"]))
-    return model.eval(), json.loads(s["config"]), s
+    return model.eval(), config, s
+
+
+def check_run_identity(run_dir: Path, config: dict) -> None:
+    """A checkpoint in a study's run folder (…/<experiment>/seed<k>/) is that experiment's seed k: one copied from
+    another seed or experiment would score, generate and export under the wrong name with a plausible number."""
+    seed, experiment = config.get("seed"), config.get("experiment")
+    folder_seed = run_dir.name.removeprefix("seed")
+    if not run_dir.name.startswith("seed") or not folder_seed.isdigit() or seed is None or not experiment:
+        return  # a folder outside a study's layout (a path the user gave): nothing to hold it against
+    if int(folder_seed) != seed or not f"/{run_dir.parent.as_posix()}".endswith(f"/{experiment}"):
+        raise UserError(f"the checkpoint in {str(run_dir)!r} is {experiment} seed {seed}, not the run its folder "
+                        f"names (copied from another run?); put it back, or re-train this run")
 
 
 _OLD_NAMES = {".attn.proj.": ".attn.o_proj.", ".mlp.fc.": ".mlp.up_proj.", ".mlp.proj.": ".mlp.down_proj."}

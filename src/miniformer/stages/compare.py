@@ -38,7 +38,8 @@ def read_claims(path: Path, profile: str | None = None) -> tuple[str | None, dic
     """(the profile the claims were measured under, the claims by their text); a folder of references gives the one
     of ``profile``, when it holds one. The file must be sealed and whole (study/claim_table.py): an edited effect is
     refused, never printed."""
-    document = read_claims_document(claims_file(path, profile), "write it again with `miniformer report` (or the DAG)")
+    document = read_claims_document(claims_file(path, profile), "pass a claims file `miniformer report` wrote "
+                                    "(results/claims.json, or docs/*-study-claims.json), or write it again with it")
     return document.get("profile"), {r["claim"]: r for r in document["claims"]}
 
 

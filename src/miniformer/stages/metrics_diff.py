@@ -10,7 +10,9 @@ from __future__ import annotations
 from pathlib import Path
 
 from miniformer.errors import UserError
+from miniformer.layout import PROVENANCE
 from miniformer.runtime.files import read_json
+from miniformer.runtime.provenance import check_digest, read_sealed_json
 
 REFERENCE_METRICS = "default-study-metrics.json"  # in docs/, beside the reference's claims and report
 
@@ -55,13 +57,33 @@ def _text(x: float | None) -> str:
     return "null" if x is None else f"{x:.6g}"
 
 
+def is_metrics(tree: object) -> bool:
+    """The shape `miniformer aggregate` writes: experiment → seed → {metric: value}."""
+    def per_seed(seeds: object) -> bool:
+        return isinstance(seeds, dict) and bool(seeds) and all(isinstance(m, dict) for m in seeds.values())
+
+    return isinstance(tree, dict) and bool(tree) and all(per_seed(seeds) for seeds in tree.values())
+
+
+def read_metrics(path: Path, remedy: str) -> dict:
+    """A metrics file; when it sits in a results folder beside provenance.json, only as aggregate recorded it (an
+    edited number is refused, as the report refuses it)."""
+    tree = read_json(path, remedy)
+    if not is_metrics(tree):
+        raise UserError(f"{str(path)!r} is not a metrics file (experiment → seed → metric, as `miniformer aggregate` "
+                        f"writes results/metrics.json); {remedy}")
+    if path.name == "metrics.json" and (path.parent / PROVENANCE).exists():
+        recorded = read_sealed_json(path.parent / PROVENANCE, "re-run `miniformer aggregate`")
+        check_digest(path.parent, path.name, recorded.get("files", {}), str(path.parent / PROVENANCE),
+                     "re-run `miniformer aggregate`, which rewrites it")
+    return tree
+
+
 def run_metrics_diff(results: Path, against: Path, show_all: bool = False) -> int:
     remedy = "pass --against a metrics.json (`miniformer aggregate` writes results/metrics.json)"
     mine_path, theirs_path = metrics_file(Path(results)), metrics_file(Path(against))
-    mine, theirs = read_json(mine_path, "run the study, or `miniformer aggregate`"), read_json(theirs_path, remedy)
-    if not isinstance(mine, dict) or not isinstance(theirs, dict):
-        raise UserError(f"{str(mine_path if not isinstance(mine, dict) else theirs_path)!r} is not a metrics file "
-                        "(a mapping of experiment → seed → metric); " + remedy)
+    mine = read_metrics(mine_path, "run the study, or `miniformer aggregate`")
+    theirs = read_metrics(theirs_path, remedy)
     rows = diff_rows(mine, theirs, show_all)
     width = max([len("Path"), *(len(r[0]) for r in rows)])
     print(f"yours: {mine_path}   reference: {theirs_path}")

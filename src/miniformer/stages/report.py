@@ -33,6 +33,7 @@ from miniformer.runtime import files
 from miniformer.runtime.checkpoints import fingerprint
 from miniformer.runtime.files import atomic_write_text, write_json
 from miniformer.runtime.provenance import check_digest, read_sealed_json
+from miniformer.runtime.tokendata import TokenData
 from miniformer.study import figures, hovermap
 from miniformer.study.bibliography import REFERENCES
 from miniformer.study.budgets import at_longest_budget, budget_rows, longer_marks, read_budgets
@@ -163,17 +164,12 @@ def group_of(study: Study, group: str) -> list[str]:
     return [e for e, spec in study.experiments.items() if spec["group"] == group]
 
 
-def text_references(data_dir: Path) -> tuple[float | None, float | None]:
+def text_references(data: TokenData) -> tuple[float, float]:
     """The two ends of the generation-quality scale: held-out (val) text under the train split's trigram model, and
     the same characters shuffled (the quality probe's own check, see evaluation/generations.py)."""
     from miniformer.evaluation.generations import QUALITY_ORDER
     from miniformer.runtime.ngram import NgramModel
-    from miniformer.runtime.tokendata import TokenData
 
-    try:
-        data = TokenData(data_dir)
-    except Exception:  # noqa: BLE001 - the report still renders without these reference lines
-        return None, None
     model = NgramModel(np.asarray(data.splits["train"]), data.vocab_size, QUALITY_ORDER)
     val = np.asarray(data.splits["val"][:REFERENCE_CHARACTERS])
     return model.loss(val), model.loss(np.random.default_rng(0).permutation(val))
@@ -182,19 +178,24 @@ def text_references(data_dir: Path) -> tuple[float | None, float | None]:
 REFERENCE_CHARACTERS = 20000  # of the val split, for the generation-quality reference lines
 
 
-def unigram_loss(data_dir: Path) -> float | None:
+def unigram_loss(data: TokenData) -> float:
     """Cross-entropy of the val split under the train split's token frequencies (add-one): the no-context floor."""
-    from miniformer.runtime.tokendata import TokenData
-
-    try:
-        data = TokenData(data_dir)
-    except Exception:  # noqa: BLE001 - the report still renders without this reference line
-        return None
     V = data.vocab_size
     counts = np.bincount(np.asarray(data.splits["train"]), minlength=V).astype(np.float64) + 1
     logp = np.log(counts / counts.sum())
     val = np.asarray(data.splits["val"])
     return float(-logp[val].mean())
+
+
+def prepared_data(data_dir: Path, provenance: dict) -> TokenData:
+    """The prepared data the runs were aggregated on, whole: the report's reference lines (the unigram floor, the
+    generation scale) and several verdicts read it, so data that is missing, damaged or another corpus's is refused,
+    never rendered as a report without them."""
+    data = TokenData(data_dir)  # missing, or token files that do not match their meta.json: one line
+    if data.data_hash != provenance.get("data_content"):
+        raise UserError(f"the prepared data in {str(data_dir)!r} is not the data the runs were aggregated on (the "
+                        "corpus or its preparation changed since); re-run the DAG, or pass --data the data they read")
+    return data
 
 
 @dataclass
@@ -457,7 +458,7 @@ SECTIONS = (positions_section, attention_section, heads_section, block_section, 
             objectives_section, fidelity_section)
 
 
-def load_evidence(study: Study, results: Path, data_dir: Path) -> Evidence:
+def load_evidence(study: Study, results: Path, data: TokenData) -> Evidence:
     again = "re-run `miniformer aggregate`, which rewrites it"
     nested = read_json(results / "metrics.json", again)
     samples = read_json(results / "windows.json", again) if (results / "windows.json").exists() else {}
@@ -468,7 +469,7 @@ def load_evidence(study: Study, results: Path, data_dir: Path) -> Evidence:
     configs = {name: study.config(name, study.seeds[0]) for name in study.names()}
     peer = {e: {"own": p["inits"].get("own", {}).get("val_loss"), "ours": p["inits"].get("vaswani", {}).get("val_loss")}
             for e, p in read_crosscheck(results).items()}
-    return Evidence(nested, samples, study.findings, unigram_loss(data_dir), sweeps, study.reference, init,
+    return Evidence(nested, samples, study.findings, unigram_loss(data), sweeps, study.reference, init,
                     {name: c.train.objective for name, c in configs.items()},
                     {name: c.train.lr for name, c in configs.items()}, peer)
 
@@ -489,9 +490,10 @@ def build_report(study: Study, results: Path, out: Path, data_dir: Path = DATA_D
     check_experiments(study.experiments)
     figures.use_palette(study.names(), aliases=position_runs(study.experiments))  # one colour per method, every figure
     provenance = read_provenance(results)  # first: nothing is read from an aggregate edited since it was written
-    ev = load_evidence(study, results, data_dir)
+    data = prepared_data(data_dir, provenance)
+    ev = load_evidence(study, results, data)
     r = ReportInputs(study, results, RunFiles(study, results, provenance), ev,
-                     study.config(study.reference, study.seeds[0]), {}, text_references(data_dir))
+                     study.config(study.reference, study.seeds[0]), {}, text_references(data))
     found = claims(ev)
     steps = r.base.train.steps
     budgets = read_budgets(results)
