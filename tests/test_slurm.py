@@ -46,8 +46,8 @@ def test_smoke_study_on_a_real_slurm(tmp_path):
     # successful jobs, so slurmctld's own log is the record)
     from miniformer.params import Study
 
-    # prepare, one job per run (train, then evaluate), aggregate, init probe, report
-    n_jobs = 1 + len(Study.load(study / "params.yaml").runs()) + 3
+    # check_params, prepare, one job per run (train, then evaluate), aggregate, init probe, report
+    n_jobs = 2 + len(Study.load(study / "params.yaml").runs()) + 3
     submitted = re.findall(r"_slurm_rpc_submit_batch_job: JobId=(\d+)", ctld_log)
     succeeded = re.findall(r"_job_complete: JobId=(\d+) WEXITSTATUS 0", ctld_log)
     assert len(submitted) == n_jobs, (len(submitted), n_jobs)
