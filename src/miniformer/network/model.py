@@ -12,12 +12,12 @@ from miniformer.network.attention import (
     AttentionInputs,
     KVCache,
     LayerKV,
-    Primitives,
     SelfAttention,
     make_causal_mask,
     prefix_mask,
 )
 from miniformer.network.config import ModelConfig
+from miniformer.network.given import GivenCode
 from miniformer.network.positions import build_position
 
 __all__ = ["MLP", "Block", "MiniFormer", "ModelConfig", "ModelOutput", "sample_next"]  # ModelConfig: re-exported
@@ -53,8 +53,11 @@ class Block(nn.Module):
         self.attn = SelfAttention(cfg)
         self.norm2 = make_norm(cfg.norm, cfg.n_embd, cfg.bias)
         self.mlp = MLP(cfg)
+        self.given = None  # a student's block code (network.given.GivenBlock): see forward_given
 
     def forward(self, x: Tensor, inputs: AttentionInputs, kv: LayerKV | None = None) -> tuple[Tensor, Tensor | None]:
+        if self.given is not None:
+            return self.forward_given(x, inputs, kv)
         if self.pre:
             y, weights = self.attn(self.norm1(x), inputs, kv)
             x = self.add(x, y)
@@ -67,6 +70,35 @@ class Block(nn.Module):
 
     def add(self, skip: Tensor, branch: Tensor) -> Tensor:
         return skip + branch if self.residual else branch  # no identity path: the "no residual" breakage
+
+    def forward_given(self, x: Tensor, inputs: AttentionInputs, kv: LayerKV | None) -> tuple[Tensor, Tensor | None]:
+        """The block wired by a student's ``block_forward`` from this block's own layers: their MLP and norms where
+        they wrote them, the layer's attention (itself on their attention code) as a function of its input."""
+        g, weights = self.given, []
+
+        def attn(h: Tensor) -> Tensor:
+            y, w = self.attn(h, inputs, kv)
+            weights.append(w)
+            return y
+
+        def mlp(h: Tensor) -> Tensor:
+            if g.mlp_forward is None:
+                return self.mlp(h)
+            return self.mlp.drop(g.mlp_forward(h, self.mlp.up_proj, self.mlp.down_proj))
+
+        x = g.block_forward(x, attn, mlp, given_norm(g, self.norm1), given_norm(g, self.norm2), self.pre,
+                            self.residual)
+        return x, weights[0] if weights else None
+
+
+def given_norm(g, norm: nn.Module):
+    """The student's layer_norm / rms_norm on this norm's weight and eps (the module itself where none is given, or
+    where it has a bias the exercise does not take)."""
+    if isinstance(norm, nn.LayerNorm) and g.layer_norm is not None and norm.bias is None:
+        return lambda h: g.layer_norm(h, norm.weight, norm.eps)
+    if isinstance(norm, nn.RMSNorm) and g.rms_norm is not None:
+        return lambda h: g.rms_norm(h, norm.weight, norm.eps if norm.eps is not None else torch.finfo(h.dtype).eps)
+    return norm
 
 
 @torch.no_grad()
@@ -144,10 +176,16 @@ class MiniFormer(nn.Module):
         self.pos_scale = self.embed_scale if cfg.pos_table == "token" else 1.0
         init_weights(self)
 
-    def use_primitives(self, primitives: Primitives | None) -> MiniFormer:
-        """Every layer's attention on these primitives (a student's), or on the package's again (None: SDPA on)."""
-        for block in self.blocks:
-            block.attn.primitives = primitives
+    def use_given(self, given) -> MiniFormer:
+        """Compute with someone else's code (network.given: a GivenCode, or attention Primitives alone), or with the
+        package's own again (None). The given code's layers take over the current weights (see GivenAttention)."""
+        code = GivenCode.of(given)
+        if code is None:
+            for block in self.blocks:
+                block.attn.given, block.given = None, None
+            self.position.use_given(None)
+        else:
+            code.install(self)
         return self
 
     def mask_for(self, T: int, start: int, attn_mask: Tensor | None, device: torch.device) -> Tensor | None:

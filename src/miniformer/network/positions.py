@@ -45,6 +45,10 @@ class PositionMethod(nn.Module):
         """(H, T, start+T) additive bias on the scores of these T queries against every key so far, or None."""
         return None
 
+    def use_given(self, given) -> None:  # given: network.given.GivenPositions
+        """Compute with someone else's function for this method (a course student's; ``given`` names one per method,
+        None where they wrote none). Methods without an exercise keep their own."""
+
 
 class NoPosition(PositionMethod):
     name = "none"
@@ -64,6 +68,18 @@ class LearnedAbsolute(PositionMethod):
         super().__init__()
         self.block_size = block_size
         self.wpe = nn.Embedding(block_size, n_embd)
+
+    def use_given(self, given) -> None:
+        """The student's table (an nn.Embedding from ``learned_positions``) takes over this one's weights and trains."""
+        if given is None or given.learned_positions is None:
+            return
+        table = given.learned_positions(self.block_size, self.wpe.embedding_dim)
+        if not isinstance(table, nn.Embedding) or table.weight.shape != self.wpe.weight.shape:
+            raise ValueError(f"learned_positions({self.block_size}, {self.wpe.embedding_dim}): expected "
+                             f"nn.Embedding({self.block_size}, {self.wpe.embedding_dim}), got {table!r:.80}")
+        with torch.no_grad():
+            table.weight.copy_(self.wpe.weight)
+        self.wpe = table
 
     def embed(self, T: int, device: torch.device, start: int = 0) -> Tensor:
         if start + T > self.block_size:
@@ -107,8 +123,15 @@ class Sinusoidal(PositionMethod):
         super().__init__()
         self.n_embd = n_embd
         self.scale = nn.Parameter(torch.tensor(1.0))
+        self.given_table = None
+
+    def use_given(self, given) -> None:
+        """The student's ``sinusoidal_table(T, n_embd)`` builds the table."""
+        self.given_table = None if given is None else given.sinusoidal_table
 
     def embed(self, T: int, device: torch.device, start: int = 0) -> Tensor:
+        if self.given_table is not None:
+            return self.scale * self.given_table(start + T, self.n_embd).to(device)[start:]
         return self.scale * sinusoidal_table(start + T, self.n_embd, device)[start:]
 
 
@@ -135,6 +158,7 @@ class Rotary(PositionMethod):
             "inv_freq", base ** (-torch.arange(0, head_dim, 2, dtype=torch.float32) / head_dim), persistent=False
         )
         self._cache: tuple[int, torch.device, Tensor] | None = None
+        self.given_rotate = None
 
     def rotations(self, T: int, device: torch.device) -> Tensor:
         """(T, D/2) complex64 unit numbers e^{i p θ_i}, cached for the longest T seen."""
@@ -143,7 +167,14 @@ class Rotary(PositionMethod):
             self._cache = (T, device, torch.polar(torch.ones_like(angles), angles))
         return self._cache[2][:T]
 
+    def use_given(self, given) -> None:
+        """The student's ``rope_rotate(x, start)`` turns the (B, T, H, D) queries and keys."""
+        self.given_rotate = None if given is None else given.rope_rotate
+
     def rotary(self, T: int, device: torch.device, start: int = 0):
+        if self.given_rotate is not None:
+            rotate = self.given_rotate
+            return lambda q, k: (rotate(q, start), rotate(k, start))
         # (T, H, D/2), materialised once per forward rather than broadcast over heads: the multiply then runs over
         # H·D/2 contiguous numbers per token instead of broadcasting D/2 (benchmarks/bench_rope.py compares the two).
         rot = self.rotations(start + T, device)[start:, None, :].expand(-1, self.n_head, -1).contiguous()
@@ -201,8 +232,15 @@ class ALiBi(PositionMethod):
     def __init__(self, n_head: int) -> None:
         super().__init__()
         self.register_buffer("slopes", alibi_slopes(n_head), persistent=False)
+        self.given_bias = None
+
+    def use_given(self, given) -> None:
+        """The student's ``alibi_bias(n_heads, T)`` (H, T, T) gives the bias; these queries read its last rows."""
+        self.given_bias = None if given is None else given.alibi_bias
 
     def score_bias(self, T: int, device: torch.device, start: int = 0) -> Tensor:
+        if self.given_bias is not None:
+            return self.given_bias(len(self.slopes), start + T).to(device)[:, start:, :]
         queries, keys = torch.arange(start, start + T, device=device), torch.arange(start + T, device=device)
         distance = (keys[None, :] - queries[:, None]).abs().float()  # symmetric, so bidirectional objectives work too
         return -self.slopes.to(device)[:, None, None] * distance

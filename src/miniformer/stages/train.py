@@ -11,6 +11,7 @@ import sys
 from pathlib import Path
 
 from miniformer.network.attention import Primitives
+from miniformer.network.given import GivenCode
 from miniformer.params import RunConfig
 from miniformer.training.lock import run_lock
 from miniformer.training.outputs import write_outputs
@@ -18,14 +19,14 @@ from miniformer.training.trainer import Trainer
 
 
 def train(run: RunConfig, data_dir: Path, out_dir: Path, resume: str = "auto", progress: bool | None = None,
-          primitives: Primitives | None = None, tensorboard: Path | None = None) -> dict:
-    """Train one run. ``primitives``: attention primitives to train on instead of the package's (the course
-    notebook's: a student's own); the run's fingerprint then names them, so it is never mistaken for a study run.
+          given: GivenCode | Primitives | None = None, tensorboard: Path | None = None) -> dict:
+    """Train one run. ``given``: code to train on instead of the package's (the course notebook's: a student's own
+    attention, positions and block); the run's fingerprint then names it, so it is never mistaken for a study run.
     ``tensorboard``: a folder for the step log as TensorBoard events (params.yaml's `tracking: tensorboard`)."""
     if progress is None:
         progress = sys.stderr.isatty()
     os.environ.setdefault("HF_HUB_OFFLINE", "1")
-    trainer = Trainer(run, data_dir, out_dir, primitives)
+    trainer = Trainer(run, data_dir, out_dir, GivenCode.of(given))
     trainer.folder.out.mkdir(parents=True, exist_ok=True)
     with run_lock(trainer.folder.out, trainer.name):
         trainer.fit(resume, progress, tensorboard)

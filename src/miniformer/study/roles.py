@@ -43,7 +43,12 @@ INIT_RUNS = {("post", "gpt2"): "block_post_norm_gpt2_init", ("post", "vaswani"):
              ("pre", "gpt2"): "block_gpt2_init", ("pre", "vaswani"): "baseline"}
 
 # What the README's course table uses: `miniformer course` trains these on the course corpus.
-COURSE_RUNS = (REFERENCE, SINGLE_HEAD, "pos_alibi", "block_no_residual", "obj_mlm")
+NO_POSITIONS, NO_RESIDUAL = "pos_none", "block_no_residual"
+COURSE_RUNS = (REFERENCE, SINGLE_HEAD, NO_POSITIONS, NO_RESIDUAL, "obj_mlm")
+# The course notebook's breakage records: the model change -> (the reference study's run of it, the run it is read
+# against there: the no-mask breakage is a one-head model, read against the one-head reference).
+BREAKAGE_RUNS = {"pos": (NO_POSITIONS, REFERENCE), "residual": (NO_RESIDUAL, REFERENCE),
+                 "causal": (NO_MASK, SINGLE_HEAD)}
 
 
 def cast() -> set[str]:

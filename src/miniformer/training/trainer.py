@@ -13,7 +13,7 @@ import torch
 from torch import Tensor
 
 from miniformer.devices import pick_device
-from miniformer.network.attention import Primitives
+from miniformer.network.given import GivenCode
 from miniformer.network.model import MiniFormer, ModelConfig
 from miniformer.network.objectives import Specials, objective_named
 from miniformer.params import RunConfig
@@ -45,7 +45,7 @@ def build_model(run: RunConfig, base_vocab: int) -> tuple[MiniFormer, Specials]:
 
 
 class Trainer:
-    def __init__(self, run: RunConfig, data_dir: Path, out_dir: Path, primitives: Primitives | None = None) -> None:
+    def __init__(self, run: RunConfig, data_dir: Path, out_dir: Path, given: GivenCode | None = None) -> None:
         self.run, self.t, self.folder = run, run.train, RunFolder(out_dir)
         self.name = f"{run.experiment}/seed{run.seed}"
         torch.set_num_threads(self.t.threads)
@@ -61,7 +61,7 @@ class Trainer:
         self.curve_windows = curve_windows(self.data.splits["val"], self.window, self.t.curve_tokens)
         torch.manual_seed(run.seed)
         self.model, self.specials = build_model(run, self.data.vocab_size)
-        self.model.use_primitives(primitives)
+        self.model.use_given(given)  # a student's code builds its layers before the optimizer sees them
         self.model.to(self.device)
         self.opt = make_optimizer(self.model, self.t, self.device)
         self.batch_gen = torch.Generator().manual_seed(run.seed)  # which windows and masks: part of resume state
@@ -69,8 +69,8 @@ class Trainer:
         self.logs: dict[str, list] = {k: [] for k in LOGS}  # step log rows, demos, val-loss curve points
         self.cost = TrainingCost(self.device)
         self.fingerprint = fingerprint(run, self.data.data_hash)
-        if primitives is not None:  # another attention's training: never resumed as, or read as, the package's
-            self.fingerprint = combine(self.fingerprint, primitives.fingerprint())
+        if given is not None:  # another code's training: never resumed as, or read as, the package's
+            self.fingerprint = combine(self.fingerprint, given.fingerprint())
         self.autocast = self.device.type == "cuda" and self.t.bf16
 
     def state(self) -> dict:

@@ -15,13 +15,17 @@ student's code.
 
 from __future__ import annotations
 
+import functools
 import math
 import os
+import sys
 from collections.abc import Callable
 
 import torch
 from torch import Tensor, nn
 
+from miniformer.course import answers
+from miniformer.course.parts import PART_CASES
 from miniformer.network import attention
 
 # --- textbook computations: the definitions written out, independent of network/attention.py -----------------------
@@ -66,9 +70,12 @@ def textbook_merge(X: Tensor) -> Tensor:
     return torch.cat([X[:, h] for h in range(X.size(1))], dim=-1)
 
 
-def textbook_self_attention(Q: Tensor, K: Tensor, V: Tensor, n_heads: int, causal: bool = True) -> Tensor:
+def textbook_self_attention(Q: Tensor, K: Tensor, V: Tensor, n_heads: int, causal: bool = True,
+                             bias: Tensor | None = None) -> Tensor:
     q, k, v = textbook_split(Q, K, V, n_heads)
     A = textbook_scaled(textbook_similarities(q, k), Q.size(-1), n_heads)
+    if bias is not None:
+        A = A + bias
     if causal:
         A = textbook_apply_mask(textbook_causal_mask(Q.size(1)), A)
     return textbook_merge(textbook_outputs(textbook_softmax(A), v))
@@ -129,6 +136,9 @@ def _three_linears(args: tuple, got) -> str | None:
         return f"每个投影都是 n_embd → n_embd = {n} → {n} · each projection maps n_embd -> n_embd ({n} -> {n})"
     if len({id(m) for m in got}) < 3 or any(got[0].weight is m.weight for m in got[1:]):
         return "三个投影必须是不同的层 · the three projections must be separate layers with their own weights"
+    if any(m.bias is not None for m in got):
+        return ("模型的层没有偏置 · the model's layers have no bias: nn.Linear(n_embd, n_embd, bias=False), so your "
+                "projections can replace the model's")
     return None
 
 
@@ -141,8 +151,9 @@ def _qk(g: torch.Generator, b: int = 2, t: int = 5, d: int = 8) -> tuple:
     return torch.randn(b, t, d, generator=g), torch.randn(b, t, d, generator=g)
 
 
-def _qkv(g: torch.Generator, b: int, t: int, c: int, h: int, causal: bool = True) -> tuple:
-    return (*(torch.randn(b, t, c, generator=g) for _ in range(3)), h, causal)
+def _qkv(g: torch.Generator, b: int, t: int, c: int, h: int, causal: bool = True, bias: bool = False) -> tuple:
+    qkv = tuple(torch.randn(b, t, c, generator=g) for _ in range(3))
+    return (*qkv, h, causal, torch.randn(h, t, t, generator=g) if bias else None)
 
 
 # name -> (textbook computation, invariant check or None, makers of random arguments)
@@ -167,9 +178,11 @@ CASES: dict[str, tuple[Callable, Callable | None, list[Args]]] = {
     "merge_heads": (textbook_merge, None, [lambda g: (torch.randn(2, 3, 5, 4, generator=g),)]),
     "init_qkv_proj": (None, _three_linears, [lambda g: (16,), lambda g: (8,)]),
     "self_attention": (textbook_self_attention, None, [
-        lambda g: _qkv(g, 2, 6, 16, 4), lambda g: _qkv(g, 1, 5, 8, 1), lambda g: _qkv(g, 2, 4, 12, 3, False)]),
+        lambda g: _qkv(g, 2, 6, 16, 4), lambda g: _qkv(g, 1, 5, 8, 1), lambda g: _qkv(g, 2, 4, 12, 3, False),
+        lambda g: _qkv(g, 2, 5, 8, 2, bias=True)]),  # a position bias (ALiBi, T5) on the scores
 }
 PRIMITIVES = [n for n in CASES if n not in ("init_qkv_proj", "self_attention")]  # what the model can run
+CASES.update(PART_CASES)  # projects 3, 5, 6, 7 and 8
 
 
 def _describe(x) -> str:
@@ -181,11 +194,18 @@ def _describe(x) -> str:
 
 
 def _shapes(args: tuple) -> str:
-    return ", ".join(str(tuple(a.shape)) if isinstance(a, Tensor) else repr(a) for a in args)
+    def said(a) -> str:
+        if isinstance(a, Tensor):
+            return str(tuple(a.shape))
+        return getattr(a, "__name__", "fn").replace("<lambda>", "fn") if callable(a) else repr(a)
+
+    return ", ".join(said(a) for a in args)
 
 
 def _difference(expected, got) -> str | None:
     """None when equal; else what differs: structure, shape, dtype, or the largest difference and where."""
+    if expected is None:
+        return None if got is None else f"应为 None · expected None, got {_describe(got)}"
     if isinstance(expected, tuple | list):
         if not isinstance(got, tuple | list) or len(got) != len(expected):
             return f"应返回 {len(expected)} 个张量 · expected a tuple of {len(expected)}, got {_describe(got)}"
@@ -223,32 +243,74 @@ def divmod_index(flat: int, shape: tuple[int, ...]) -> tuple[int, ...]:
     return tuple(reversed(out))
 
 
-def check(fn: Callable) -> None:
+# An exercise built from the student's earlier functions: when its check fails, those are checked too and a failing
+# one is named (a student who skipped the check of attn_softmax learns it there, not from self_attention's numbers).
+BUILT_FROM = {"self_attention": ["split_heads_qkv", "pairwise_similarities", "attn_scaled", "make_causal_mask",
+                                 "apply_causal_mask", "attn_softmax", "compute_outputs", "merge_heads"],
+              "MultiHeadAttention": ["init_qkv_proj", "self_attention"]}
+
+
+def check(fn: Callable, name: str | None = None, namespace: dict | None = None) -> None:
     """Compare ``fn`` with the textbook computation of the exercise of the same name; prints one line on success,
-    raises an AssertionError naming the failing invariant, shape, dtype and largest difference otherwise."""
-    name = fn.__name__
+    raises an AssertionError naming the failing invariant, shape, dtype and largest difference otherwise (and, for
+    an exercise built from earlier ones, the earlier function of ``namespace`` — the caller's globals — that fails)."""
+    name = name or fn.__name__
     if name not in CASES:
         raise KeyError(f"no check for {name!r}; the exercises are {', '.join(CASES)}")
-    textbook, invariant, makers = CASES[name]
+    try:
+        _compare(fn, name)
+    except AssertionError as failed:
+        culprit = _failing_part(name, sys._getframe(1).f_globals if namespace is None else namespace)
+        if culprit:
+            raise AssertionError(f"{failed}\n  → {culprit}") from None
+        raise
+    print(f"✓ {name} matches the textbook computation on {len(CASES[name][2])} random input(s)")
+
+
+def _failing_part(name: str, namespace: dict) -> str | None:
+    """'your X fails its own check: reason' for the first earlier function of ``name`` that fails, or None."""
+    for part in BUILT_FROM.get(name, []):
+        fn = namespace.get(part)
+        if not callable(fn):
+            continue
+        try:
+            _compare(fn, part)
+        except AssertionError as failed:
+            lines = str(failed).splitlines()
+            reason = lines[min(1, len(lines) - 1)].strip()
+            return f"你的 {part} 没有通过它自己的检查 · your {part} fails its own check: {reason}"
+        except NotImplementedError:
+            continue
+    return None
+
+
+def _compare(fn: Callable, name: str) -> None:
+    textbook, invariant, makers, *runner = CASES[name]
     for k, make in enumerate(makers):
         args = make(torch.Generator().manual_seed(k))
         try:
-            got = fn(*args)
+            if runner:  # a class or a training step: the runner builds, runs and gives both results
+                got, expected = runner[0](fn, args)
+            else:
+                got, expected = fn(*args), (None if textbook is None else textbook(*args))
         except NotImplementedError:
             raise
+        except AssertionError as e:
+            if str(e).startswith("✗"):  # the runner's own sentence
+                raise
+            raise AssertionError(f"✗ {name}({_shapes(args)}) raised AssertionError: {e}") from None
         except Exception as e:  # noqa: BLE001 - any failure of the student's code is the answer to report
             raise AssertionError(f"✗ {name}({_shapes(args)}) raised {type(e).__name__}: {e}") from None
         reasons = []
         broken = _invariant(invariant, args, got)
         if broken:
             reasons.append(broken)
-        if textbook is not None:
-            why = _difference(textbook(*args), got)
+        if textbook is not None or runner:
+            why = _difference(expected, got)
             if why:
                 reasons.append(why)
         if reasons:
             raise AssertionError(f"✗ {name}({_shapes(args)}) -> {_describe(got)}\n  " + "\n  ".join(reasons))
-    print(f"✓ {name} matches the textbook computation on {len(makers)} random input(s)")
 
 
 def _invariant(invariant: Callable | None, args: tuple, got) -> str | None:
@@ -264,5 +326,8 @@ def _invariant(invariant: Callable | None, args: tuple, got) -> str | None:
 def solution(name: str) -> Callable:
     """The package's function, for headless runs of the notebook; otherwise the student has code to write."""
     if os.environ.get("MINIFORMER_COURSE_SOLUTIONS") == "1":
-        return getattr(attention, name)
+        answer = getattr(answers, name.replace(".", "_"), None) or getattr(attention, name)
+        if name in answers.CALLS_THE_STUDENTS:  # a student's answer calls their own functions: from their namespace
+            return functools.partial(answer, using=sys._getframe(1).f_globals)
+        return answer
     raise NotImplementedError(f"{name}: write your code in this cell (the comment says what it computes)")
