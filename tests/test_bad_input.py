@@ -10,6 +10,7 @@ import yaml
 
 from miniformer.cli import main
 from miniformer.errors import UserError
+from miniformer.network.positions import POSITIONS
 from miniformer.params import PROFILES, Study
 from tests.conftest import study_args, tiny_params
 
@@ -613,7 +614,8 @@ def test_the_weights_of_a_config_are_estimated_before_evaluate_or_explore_build_
 
 @pytest.mark.parametrize("overrides", [{}, {"pos": "learned", "tie_weights": False}, {"pos": "t5", "bias": True},
                                        {"pos": "sinusoidal", "norm": "rmsnorm", "norm_placement": "post"},
-                                       {"head_merge": "mean", "mlp_ratio": 0.25}])
+                                       {"head_merge": "mean", "mlp_ratio": 0.25},
+                                       *({"pos": m} for m in POSITIONS)])  # every registered method
 def test_the_memory_estimate_counts_the_parameters_a_built_model_has(overrides):
     from miniformer.network.flops import count_params
     from miniformer.network.model import MiniFormer, ModelConfig

@@ -284,3 +284,40 @@ def test_every_dvc_stage_has_a_place_in_the_record_order(tmp_path):
     ran.write_text("\n".join(reversed(names)) + "\n")
     assert stages_ran(ran) == sorted(names, key=lambda n: [n.startswith(p) for p in STAGE_ORDER].index(True))
     assert stages_ran(ran)[0] == "check_params" and stages_ran(ran)[-1] == "report"
+
+
+# --- the README's layout map -----------------------------------------------------------------------------------------
+
+
+def layout_map() -> set[str]:
+    """The modules the README's layout map names, as package-relative paths: a `folder/` line opens a folder, and every
+    `name.py` until the next folder line (or a top-level line) belongs to it."""
+    readme = (ROOT / "README.md").read_text(encoding="utf-8")
+    block = readme[readme.index("```\nsrc/miniformer/\n") + 4:]
+    block = block[:block.index("```")]
+    named, folder = set(), ""
+    for line in block.splitlines()[1:]:
+        top = re.match(r"^  (\S+)", line)
+        if top:
+            folder = top.group(1) if top.group(1).endswith("/") else ""
+        named |= {folder + name for name in re.findall(r"\b\w+\.py\b", line)}
+    return named
+
+
+def test_every_module_is_in_the_readme_layout_map_and_every_module_it_names_exists():
+    modules = {p.relative_to(PACKAGE).as_posix() for p in SOURCES if p.name != "__init__.py"}
+    named = layout_map()
+    assert not modules - named, f"modules missing from the README's layout map: {sorted(modules - named)}"
+    assert not named - modules, f"the README's layout map names modules that do not exist: {sorted(named - modules)}"
+
+
+def test_the_readme_and_the_network_docstring_name_every_registered_position_method():
+    from miniformer.network.positions import POSITIONS
+
+    readme = (ROOT / "README.md").read_text(encoding="utf-8")
+    line = next(li for li in readme.splitlines() if li.strip().startswith("positions.py"))
+    said = line[line.index("(") + 1:line.index(")")].lower()
+    assert {m for m in POSITIONS if m not in said} == set(), f"the README's positions line misses methods: {said}"
+    table = readme[readme.index("| 3 positions ("):]
+    table = table[:table.index(")")].lower()
+    assert all(m in table for m in POSITIONS), f"the course table's positions row misses methods: {table}"

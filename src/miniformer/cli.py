@@ -157,8 +157,8 @@ def cmd_evaluate(args) -> None:
 def cmd_run(args) -> None:
     """The Snakemake job: train one experiment × seed, then evaluate it, in one process.
 
-    One job rather than a train and an evaluate job saves a Python start and a torch import per run — about 5 of a
-    smoke run's 13 seconds when each also imported torch._dynamo (benchmarks/RESULTS.md). An evaluation-only change
+    One job rather than a train and an evaluate job saves a Python start and a torch import per run, a large share of a
+    smoke run's time (benchmarks/RESULTS.md, "A job's start-up"). An evaluation-only change
     re-runs the job without retraining: the finished checkpoint of the same config and code resumes at its last step.
     """
     study = _study(args)

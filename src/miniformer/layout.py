@@ -52,7 +52,6 @@ AGGREGATES = ("metrics.json", "headline.json", "windows.json", "perf.json")
 PROVENANCE = "provenance.json"
 INIT_FILE = "init_uniformity.json"  # under results/: token uniformity against depth at init (stages/init_probe.py)
 # What a missing or unreadable result file asks the user to do.
-STAGES_FIRST = "run its train/evaluate stage first (snakemake or dvc repro)"
 
 
 def loss_at_key(multiple: int | str) -> str:

@@ -10,9 +10,8 @@ def count_params(model: MiniFormer, non_embedding: bool = False) -> int:
     n = sum(p.numel() for p in model.parameters())
     if non_embedding:
         n -= model.wte.weight.numel()
-        wpe = getattr(model.position, "wpe", None)
-        if wpe is not None:
-            n -= wpe.weight.numel()
+        tables = dict(model.position.named_parameters())
+        n -= sum(tables[name].numel() for name in model.position.embedding_tables)
     return n
 
 

@@ -22,10 +22,21 @@ class PositionMethod(nn.Module):
     past_block_size: ClassVar[str] = ""
     # Why a longer input has no defined output (None: any length is defined); evaluation and explore ask this.
     undefined_past_block: ClassVar[str | None] = None
+    # Whether the method tells a bidirectional model one order from another (the tests hold each method to it).
+    tells_order: ClassVar[bool] = True
+    # Its parameters that are embedding tables: Kaplan's non-embedding count leaves them out (network/flops.py).
+    embedding_tables: ClassVar[tuple[str, ...]] = ()
 
     @classmethod
     def build(cls, block_size: int, n_embd: int, n_head: int) -> PositionMethod:
         return cls()
+
+    @classmethod
+    def parameter_count(cls, block_size: int, n_embd: int, n_head: int) -> int:
+        """Its parameters for a config, counted on the meta device: nothing is allocated (runtime/memory.py refuses
+        a model too big for the machine from the config alone)."""
+        with torch.device("meta"):
+            return sum(p.numel() for p in cls.build(block_size, n_embd, n_head).parameters())
 
     def init_parameter(self, name: str, p: nn.Parameter, init: str, embed_std: float) -> None:
         """Initialise this method's parameter ``name``; embed_std is what one token-embedding coordinate starts at."""
@@ -52,6 +63,7 @@ class PositionMethod(nn.Module):
 
 class NoPosition(PositionMethod):
     name = "none"
+    tells_order = False
     past_block_size = "nothing to extrapolate: the model never sees an index; order only comes through the causal mask"
 
 
@@ -59,6 +71,7 @@ class LearnedAbsolute(PositionMethod):
     name = "learned"
     past_block_size = "undefined: there is no trained vector for index >= block_size, so it raises rather than clamps"
     undefined_past_block = "learned absolute positions have no vector past block_size"
+    embedding_tables = ("wpe.weight",)
 
     @classmethod
     def build(cls, block_size: int, n_embd: int, n_head: int) -> PositionMethod:

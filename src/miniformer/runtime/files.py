@@ -14,6 +14,9 @@ import torch
 
 from miniformer.errors import UserError
 
+# what to run when a file a stage writes is missing: the default remedy of the readers below
+STAGES_FIRST = "run its train/evaluate stage first (snakemake or dvc repro)"
+
 
 def _atomic(path: Path, write) -> None:
     """Write to a temporary file beside ``path``, then rename it over ``path``: the old file stays whole until the new
@@ -70,7 +73,7 @@ def write_json(path: Path, obj: Any) -> None:
     atomic_write_text(path, json.dumps(finite_or_none(obj), indent=1, ensure_ascii=False, allow_nan=False) + "\n")
 
 
-def read_json(path: Path, remedy: str) -> Any:
+def read_json(path: Path, remedy: str = STAGES_FIRST) -> Any:
     """A JSON file the study wrote; missing or unreadable is one line naming the file and ``remedy`` (the command
     that rewrites it)."""
     path = Path(path)

@@ -16,6 +16,7 @@ import torch
 
 from miniformer.errors import UserError
 from miniformer.network.model import ModelConfig
+from miniformer.network.positions import POSITIONS
 
 FLOAT = 4  # bytes
 EVAL_BATCH = 16  # windows per forward at 1× block_size in evaluation (scoring.BATCH), fewer at longer lengths
@@ -39,7 +40,7 @@ def param_count(cfg: ModelConfig) -> int:
     norm = 2 * C if cfg.norm == "layernorm" and cfg.bias else C
     attention = 3 * C * C + proj_in * C + (4 * C if cfg.bias else 0)
     mlp = 2 * C * hidden + (hidden + C if cfg.bias else 0)
-    position = {"learned": cfg.block_size * C, "sinusoidal": 1, "t5": 64 * cfg.n_head}.get(cfg.pos, 0)
+    position = POSITIONS[cfg.pos].parameter_count(cfg.block_size, C, cfg.n_head)  # each method counts its own
     final_norm = norm if cfg.norm_placement == "pre" else 0
     head = 0 if cfg.tie_weights else V * C
     return V * C + position + cfg.n_layer * (attention + mlp + 2 * norm) + final_norm + head

@@ -15,21 +15,15 @@ from miniformer.layout import (
     AGGREGATES,
     DATA_DIR,
     PROVENANCE,
-    STAGES_FIRST,
     eval_dir,
     run_dir,
     seed_folder,
 )
 from miniformer.params import Study
-from miniformer.runtime import files
 from miniformer.runtime.checkpoints import evaluation_fingerprint, fingerprint
-from miniformer.runtime.files import atomic_write_text, write_json
+from miniformer.runtime.files import atomic_write_text, read_json, write_json
 from miniformer.runtime.provenance import CHECKSUM, check_digest, digests, read_sealed_json, write_sealed_json
 from miniformer.runtime.tokendata import data_hash_of
-
-
-def read_json(path: Path, remedy: str = STAGES_FIRST) -> dict:
-    return files.read_json(path, remedy)
 
 
 def finished_run(study: Study, results: Path, exp: str, seed: int, data_hash: str) -> tuple[dict, dict]:

@@ -20,7 +20,6 @@ from miniformer.layout import (
     DATA_DIR,
     INIT_FILE,
     PROVENANCE,
-    STAGES_FIRST,
     eval_dir,
     loss_at_key,
     past_block_key,
@@ -31,7 +30,7 @@ from miniformer.network.objectives import PROBE_CANDIDATES
 from miniformer.params import RunConfig, Study
 from miniformer.runtime import files
 from miniformer.runtime.checkpoints import fingerprint
-from miniformer.runtime.files import atomic_write_text, write_json
+from miniformer.runtime.files import STAGES_FIRST, atomic_write_text, read_json, write_json
 from miniformer.runtime.provenance import check_digest, read_sealed_json
 from miniformer.runtime.tokendata import TokenData
 from miniformer.study import figures, hovermap
@@ -52,10 +51,6 @@ from miniformer.study.roles import (
     position_runs,
 )
 from miniformer.study.stats import minus, source_quantity
-
-
-def read_json(path: Path, remedy: str = STAGES_FIRST) -> dict:
-    return files.read_json(path, remedy)
 
 
 def read_crosscheck(results: Path) -> dict:
