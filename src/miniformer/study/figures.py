@@ -194,12 +194,8 @@ def length_sweep(table: pd.DataFrame, block_size: int, unigram: float | None = N
         xs = [m for m in table.columns if pd.notna(row[m])]
         ax.plot([m * block_size for m in xs], [row[m] for m in xs], marker="o", label=name, color=color_of(name))
     ax.set_xscale("log", base=2)
-    ax.axvline(block_size, color="grey", ls="--", lw=1)
-    ax.set_xlabel("evaluation length (tokens); dashed = training block_size")
-    ax.set_ylabel("val loss (nats/char)")
-    ax.legend(fontsize=7)
-    ax.grid(alpha=0.3)
-    return fig
+    return _past_the_block(fig, ax, block_size, "evaluation length (tokens); dashed = training block_size",
+                           "val loss (nats/char)")
 
 
 def per_position(series: dict[str, list[float]], length: int, block_size: int, unigram: float | None = None):
@@ -208,9 +204,14 @@ def per_position(series: dict[str, list[float]], length: int, block_size: int, u
     for name, values in series.items():
         xs = np.linspace(0, length, num=len(values), endpoint=False) + length / len(values) / 2
         ax.plot(xs, values, label=name, color=color_of(name))
+    return _past_the_block(fig, ax, block_size, "position in the sequence", "loss (nats/char, binned)")
+
+
+def _past_the_block(fig, ax, block_size: int, xlabel: str, ylabel: str):
+    """The length figures' common frame: the training block_size dashed, labels, legend, a light grid."""
     ax.axvline(block_size, color="grey", ls="--", lw=1)
-    ax.set_xlabel("position in the sequence")
-    ax.set_ylabel("loss (nats/char, binned)")
+    ax.set_xlabel(xlabel)
+    ax.set_ylabel(ylabel)
     ax.legend(fontsize=7)
     ax.grid(alpha=0.3)
     return fig
