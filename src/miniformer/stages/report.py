@@ -12,7 +12,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 import torch
-from jinja2 import Environment, PackageLoader, select_autoescape
+from jinja2 import Environment, PackageLoader, StrictUndefined, select_autoescape
 from markupsafe import Markup
 
 from miniformer.errors import UserError
@@ -501,7 +501,8 @@ def build_report(study: Study, results: Path, out: Path, data_dir: Path = DATA_D
     hypotheses = {e: spec.get("hypothesis", "") for e, spec in study.experiments.items()}
     groups = {e: spec["group"] for e, spec in study.experiments.items()}
     templates = PackageLoader("miniformer.stages", "templates")
-    env = Environment(loader=templates, autoescape=select_autoescape(["html", "j2"]))
+    # StrictUndefined: a name the template reads and no section gave is an error, not an empty cell
+    env = Environment(loader=templates, autoescape=select_autoescape(["html", "j2"]), undefined=StrictUndefined)
     html = env.get_template("report.html.j2").render(
         **context,
         glance=glance_rows(found, steps, later),
