@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import re
 
+import pytest
+
 from miniformer.study.contents import MARK, with_contents
 
 
@@ -17,3 +19,14 @@ def test_every_heading_gets_an_anchor_and_a_line_in_the_contents():
     assert links == ids  # in page order, one per heading, the existing id kept
     assert out.index('<nav id="contents">') < out.index("<h2")
     assert MARK not in out and "<h1>t</h1>" in out
+
+
+def test_the_report_template_refuses_a_name_no_section_gave():
+    """StrictUndefined: a misspelt name in report.html.j2 is an error at render time, never an empty cell."""
+    import jinja2
+
+    from miniformer.stages.report import template_environment
+
+    with pytest.raises(jinja2.exceptions.UndefinedError, match="nope"):
+        template_environment().from_string("<td>{{ nope }}</td>").render()
+    assert template_environment().from_string("{{ x }}").render(x=1) == "1"

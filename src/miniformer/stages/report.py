@@ -481,6 +481,13 @@ def environment(base: RunConfig, perf: dict, data_hash: str) -> dict[str, str]:
     }
 
 
+def template_environment() -> Environment:
+    """The report's Jinja environment. StrictUndefined: a name the template reads and no section gave is an error,
+    not an empty cell."""
+    return Environment(loader=PackageLoader("miniformer.stages", "templates"),
+                       autoescape=select_autoescape(["html", "j2"]), undefined=StrictUndefined)
+
+
 def build_report(study: Study, results: Path, out: Path, data_dir: Path = DATA_DIR) -> Path:
     check_experiments(study.experiments)
     figures.use_palette(study.names(), aliases=position_runs(study.experiments))  # one colour per method, every figure
@@ -500,10 +507,7 @@ def build_report(study: Study, results: Path, out: Path, data_dir: Path = DATA_D
     context.update(statistics_section(r, found))
     hypotheses = {e: spec.get("hypothesis", "") for e, spec in study.experiments.items()}
     groups = {e: spec["group"] for e, spec in study.experiments.items()}
-    templates = PackageLoader("miniformer.stages", "templates")
-    # StrictUndefined: a name the template reads and no section gave is an error, not an empty cell
-    env = Environment(loader=templates, autoescape=select_autoescape(["html", "j2"]), undefined=StrictUndefined)
-    html = env.get_template("report.html.j2").render(
+    html = template_environment().get_template("report.html.j2").render(
         **context,
         glance=glance_rows(found, steps, later),
         budget_marks=[budget_mark(c, steps) + m for c, m in zip(found, later)],
