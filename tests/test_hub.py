@@ -328,3 +328,22 @@ def test_the_readmes_hub_recipes_run_as_written(char_data, tmp_path):
     card = (tmp_path / "my-model-lora" / "README.md").read_text(encoding="utf-8")
     assert "| training | 1 steps, batch 1, lr 0.001 |" in card and "method: LoRA (peft)" in card
     assert "exported from memory" in card
+
+
+def test_the_exported_network_file_holds_every_module_the_model_imports_in_import_order():
+    """Read from the imports themselves: a module the model comes to need (network/given.py did) joins the export's
+    one file, each after the modules it imports, and the file runs with nothing of miniformer installed."""
+    import ast
+
+    from miniformer.hub.network_file import NETWORK, modules_in_order, network_source
+
+    order = modules_in_order()
+    for i, name in enumerate(order):
+        tree = ast.parse((NETWORK / name).read_text(encoding="utf-8"))
+        needed = {n.module.rsplit(".", 1)[1] + ".py" for n in tree.body
+                  if isinstance(n, ast.ImportFrom) and (n.module or "").startswith("miniformer.network.")}
+        assert needed <= set(order[:i]), (name, needed - set(order[:i]))
+    assert "given.py" in order and order[-1] == "model.py"
+    namespace: dict = {}
+    exec(compile(network_source(), "miniformer_network.py", "exec"), namespace)  # noqa: S102 - our own source
+    assert {"MiniFormer", "GivenCode", "SelfAttention", "POSITIONS"} <= set(namespace)

@@ -10,7 +10,28 @@ import ast
 from pathlib import Path
 
 NETWORK = Path(__file__).resolve().parent.parent / "network"
-MODULES = ("positions.py", "config.py", "attention.py", "model.py")  # each imports only the ones before it
+
+
+def _network_imports(name: str) -> list[str]:
+    """The network modules ``name`` imports at its top level (the ones it needs to run), as file names."""
+    tree = ast.parse((NETWORK / name).read_text(encoding="utf-8"))
+    return [node.module.rsplit(".", 1)[1] + ".py" for node in tree.body
+            if isinstance(node, ast.ImportFrom) and (node.module or "").startswith("miniformer.network.")]
+
+
+def modules_in_order(root: str = "model.py") -> list[str]:
+    """``root`` and every network module it needs, each after the ones it imports: read from the imports themselves,
+    so a module the model comes to need joins the export without an edit here."""
+    order: list[str] = []
+
+    def visit(name: str) -> None:
+        if name not in order:
+            for needed in _network_imports(name):
+                visit(needed)
+            order.append(name)
+
+    visit(root)
+    return order
 
 
 def _without_package_imports(source: str) -> str:
@@ -25,9 +46,10 @@ def _without_package_imports(source: str) -> str:
 
 
 def network_source() -> str:
-    parts = ['"""miniformer\'s network (positions, config, attention, model), joined by `miniformer export`."""\n',
-             "\nfrom __future__ import annotations\n"]
-    for name in MODULES:
+    modules = modules_in_order()
+    parts = [f'"""miniformer\'s network ({", ".join(m.removesuffix(".py") for m in modules)}), joined by '
+             '`miniformer export`."""\n', "\nfrom __future__ import annotations\n"]
+    for name in modules:
         parts.append(f"\n# {'-' * 50} miniformer/network/{name}\n")
         parts.append(_without_package_imports((NETWORK / name).read_text(encoding="utf-8")))
     return "".join(parts)
