@@ -131,7 +131,8 @@ def train_one(study, experiment: str, seed: int, results: Path, data: Path, mode
     tensorboard = Path(results, "tensorboard", experiment, f"seed{seed}") if study.tracking == "tensorboard" else None
     metrics = train(study.config(experiment, seed), Path(data), out, resume=mode, tensorboard=tensorboard)
     status = f"diverged at step {metrics['divergence_step']}" if metrics["diverged"] else "done"
-    print(f"{experiment}/seed{seed}: {status}, final val (estimate) {metrics['final_val_loss_estimate']}")
+    val = metrics["final_val_loss_estimate"]
+    print(f"{experiment}/seed{seed}: {status}, final val (estimate) " + ("n/a" if val is None else f"{val:.3f}"))
 
 
 def evaluate_one(study, experiment: str, seed: int, results: Path, data: Path) -> None:

@@ -224,7 +224,8 @@ def _difference(expected, got) -> str | None:
         if torch.equal(got, expected):
             return None
         where = (got != expected).nonzero()[0].tolist()
-        return f"值不同 · differs at {where}: {got[tuple(where)].item()} vs {expected[tuple(where)].item()}"
+        return (f"值不同 · differs at {where}: yours {got[tuple(where)].item()}, textbook "
+                f"{expected[tuple(where)].item()}")
     if torch.allclose(got, expected, atol=1e-5, equal_nan=False):
         return None
     diff = (got - expected).abs().nan_to_num(nan=math.inf)
@@ -254,6 +255,7 @@ def check(fn: Callable, name: str | None = None, namespace: dict | None = None) 
     """Compare ``fn`` with the textbook computation of the exercise of the same name; prints one line on success,
     raises an AssertionError naming the failing invariant, shape, dtype and largest difference otherwise (and, for
     an exercise built from earlier ones, the earlier function of ``namespace`` — the caller's globals — that fails)."""
+    __tracebackhide__ = True  # noqa: F841 - IPython and pytest show the message, not this function's frames
     name = name or fn.__name__
     if name not in CASES:
         raise KeyError(f"no check for {name!r}; the exercises are {', '.join(CASES)}")
@@ -284,7 +286,13 @@ def _failing_part(name: str, namespace: dict) -> str | None:
     return None
 
 
+# What each element of a returned tuple is, where the exercise returns one: a difference names it.
+PARTS = {"causal_batch": ("x", "y", "mask"), "masked_batch": ("x", "y", "mask"), "prefix_batch": ("x", "y", "mask"),
+         "split_heads_qkv": ("q", "k", "v"), "init_qkv_proj": ("W_q", "W_k", "W_v")}
+
+
 def _compare(fn: Callable, name: str) -> None:
+    __tracebackhide__ = True  # noqa: F841
     textbook, invariant, makers, *runner = CASES[name]
     for k, make in enumerate(makers):
         args = make(torch.Generator().manual_seed(k))
@@ -308,9 +316,17 @@ def _compare(fn: Callable, name: str) -> None:
         if textbook is not None or runner:
             why = _difference(expected, got)
             if why:
-                reasons.append(why)
+                reasons.append(_named_part(name, why))
         if reasons:
             raise AssertionError(f"✗ {name}({_shapes(args)}) -> {_describe(got)}\n  " + "\n  ".join(reasons))
+
+
+def _named_part(name: str, why: str) -> str:
+    """'[1] …' as '[1] = y: …' where the exercise's tuple has names."""
+    parts = PARTS.get(name)
+    if parts and why.startswith("[") and (i := why[1:why.index("]")]).isdigit() and int(i) < len(parts):
+        return f"[{i}] = {parts[int(i)]}: {why[why.index(']') + 2:]}"
+    return why
 
 
 def _invariant(invariant: Callable | None, args: tuple, got) -> str | None:

@@ -15,6 +15,7 @@ import contextlib
 import io
 import json
 import math
+import sys
 import tempfile
 from collections import Counter
 from collections.abc import Callable, Iterator
@@ -95,21 +96,34 @@ def nothing_to_show(trained: Trained | None) -> bool:
     return trained is None
 
 
-def first_failed_check(namespace: dict, names: list[str] | None = None) -> tuple[str, str] | None:
-    """(function, the check's first reason) for the first exercise whose check fails, or None when all pass."""
+def failed_checks(namespace: dict, names: list[str] | None = None) -> list[tuple[str, str]]:
+    """(function, the check's first reason) for every exercise whose check fails, in the notebook's order."""
+    failed = []
     for name in names or list(CASES):
         fn = namespace.get(name)
         if not callable(fn):
-            return name, "还没有定义 · not defined yet: run its exercise cell"
+            failed.append((name, "还没有定义 · not defined yet: run its exercise cell"))
+            continue
         try:
             with contextlib.redirect_stdout(io.StringIO()):
                 check(fn, name, namespace)
         except NotImplementedError:
-            return name, "还没有写 · not written yet: its cell still holds the stub"
-        except AssertionError as failed:
-            lines = str(failed).splitlines()
-            return name, (lines[1].strip() if len(lines) > 1 else lines[0])
-    return None
+            failed.append((name, "还没有写 · not written yet: its cell still holds the stub"))
+        except AssertionError as e:
+            lines = str(e).splitlines()
+            failed.append((name, lines[1].strip() if len(lines) > 1 else lines[0]))
+    return failed
+
+
+def checks_pass(namespace: dict, names: list[str], what: str = "training") -> bool:
+    """Whether the named exercises pass their checks; if not, one sentence naming every one that fails (the first
+    with its reason), so a student who deleted a check line learns it here."""
+    failed = failed_checks(namespace, names)
+    if failed:
+        others = f" (also failing: {', '.join(n for n, _ in failed[1:])})" if len(failed) > 1 else ""
+        print(f"✗ 运行前的检查 · before {what}: {failed[0][0]} — {failed[0][1]}{others}\n  改好它的练习格再运行一次 · "
+              "fix that exercise's cell, run it, then run this cell again (the model trains only on code that passes)")
+    return not failed
 
 
 @contextlib.contextmanager
@@ -160,15 +174,6 @@ def uncalled_in_training(namespace: dict, run: RunConfig, vocab_size: int) -> li
     return [n for n in names if calls[n] == 0]
 
 
-def _given_or_sentence(namespace: dict) -> str | None:
-    """Why the student's code cannot be handed to the model yet, in one sentence (None: it can)."""
-    failed = first_failed_check(namespace, [n for n in CASES if n in GIVEN])
-    if failed:
-        return (f"✗ 训练前的检查 · before training: {failed[0]} — {failed[1]}\n  改好它的练习格再运行一次 · fix that "
-                "exercise's cell, run it, then run this cell again (the model trains only on code that passes)")
-    return None
-
-
 def train_on_your_code(namespace: dict, corpus: str, work: Path, params: dict | None = None,
                        name: str = "run") -> Trained | None:
     """Check, hand over, train, say: the notebook's training cell. None when it stopped (its sentence says why)."""
@@ -178,9 +183,7 @@ def train_on_your_code(namespace: dict, corpus: str, work: Path, params: dict | 
     from miniformer.stages.prepare import prepare
     from miniformer.stages.train import train
 
-    refused = _given_or_sentence(namespace)
-    if refused:
-        print(refused)
+    if not checks_pass(namespace, [n for n in CASES if n in GIVEN]):
         return None
     params = params or course_params(corpus)
     study = Study(params)
@@ -198,7 +201,8 @@ def train_on_your_code(namespace: dict, corpus: str, work: Path, params: dict | 
         return None
     given = GivenCode.from_namespace(namespace)
     run_dir = Path(work) / name
-    metrics = train(run, data_dir, run_dir, progress=False, given=given)
+    with contextlib.redirect_stderr(sys.stdout):  # the step log is the cell's output, not an error
+        metrics = train(run, data_dir, run_dir, progress=False, given=given)
     if metrics["diverged"]:
         step = metrics["divergence_step"]
         print(f"✗ 训练在第 {step} 步发散 · training diverged at step {step} ({metrics['divergence_reason']}): your "
@@ -211,9 +215,9 @@ def train_on_your_code(namespace: dict, corpus: str, work: Path, params: dict | 
     uniform = math.log(meta["vocab_size"])
     verdict = ("✓ 你的模型训练成功 · your model trained" if metrics["final_train_loss"] < uniform else
                "✗ 训练没有学到东西 · training learned nothing (loss not below the uniform guess)")
-    print(f"{verdict}: {meta['vocab_size']} characters, {metrics['steps_done']} steps, {metrics['n_params']:,} "
-          f"parameters; train loss {metrics['final_train_loss']:.3f}, val loss {trained.val_loss:.3f} "
-          f"(uniform guess {uniform:.2f})")
+    print(f"{verdict}: a vocabulary of {meta['vocab_size']:,} characters, {metrics['steps_done']} steps, "
+          f"{metrics['n_params']:,} parameters; train loss {metrics['final_train_loss']:.3f}, val loss "
+          f"{trained.val_loss:.3f} (uniform guess {uniform:.2f})")
     return trained
 
 
@@ -225,16 +229,17 @@ class Breakage:
     model: dict  # the ModelConfig fields the breakage changes
     experiment: str  # the reference study's run of the same breakage ...
     comparator: str  # ... and the run it is read against there
-    shows: str  # what a positive difference means
+    removes: str  # what the breakage takes out of the model, in words
+    leak_below: float | None = None  # a drop larger than this reads as a leak (the mask), not as learning
 
 
 BREAKAGES = (
     Breakage("没有位置 · no positions", {"pos": "none"}, *BREAKAGE_RUNS["pos"],
-             "order reaches the model only through the causal mask"),
+             "the position method; order is left to the causal mask"),
     Breakage("没有残差 · no residual", {"residual": False}, *BREAKAGE_RUNS["residual"],
-             "every layer must carry its input forward itself, with no identity path for the gradient"),
+             "the identity path around each attention and MLP"),
     Breakage("没有因果掩码 · no causal mask", {"causal": False}, *BREAKAGE_RUNS["causal"],
-             "the model reads the character it is asked to predict: a loss this low is a leak, not learning"),
+             "the mask that hides the characters after each position", leak_below=-1.0),
 )
 
 
@@ -280,7 +285,12 @@ def _record_sentence(b: Breakage, record: dict, own: float) -> str:
     said = "no reference number found in docs/" if ref is None else (
         f"reference study {ref:+.3f} ({b.experiment} − {b.comparator}, seed 0, the plays, 0.8 M parameters): "
         + ("the same direction" if (ref > 0) == (record["yours"] > 0) else "the OPPOSITE direction"))
-    out = f"{b.label}: val loss {own + record['yours']:.3f}, {record['yours']:+.3f} vs yours | {said} — {b.shows}"
+    out = (f"{b.label} (removes {b.removes}): val loss {own + record['yours']:.3f}, {record['yours']:+.3f} vs yours"
+           f" | {said}")
+    if b.leak_below is not None:
+        out += ("\n  the loss fell far below yours: the model reads the character it is asked to predict — a leak, not "
+                "learning" if record["yours"] < b.leak_below else
+                "\n  no leak seen yet: at this length of training the model has not learned to read the next character")
     if "order" in record:
         (a, r), yours, broken = record["order"]["pair"], record["order"]["yours"], record["order"]["broken"]
         out += (f"\n  {a} / {r} (nats/char): your model {yours[0]:.3f} / {yours[1]:.3f}, without positions "

@@ -55,13 +55,24 @@ def _embedding_shape(args: tuple, got) -> str | None:
     return None
 
 
+def _rotate_half(x: Tensor, start: int) -> Tensor:
+    """The other convention (GPT-NeoX, LLaMA): channel i paired with i + D/2."""
+    D = x.size(-1)
+    paired = torch.stack([x[..., : D // 2], x[..., D // 2:]], dim=-1).flatten(-2)  # (i, i + D/2) made adjacent
+    turned = textbook_rope(paired, start).unflatten(-1, (D // 2, 2))
+    return torch.cat([turned[..., 0], turned[..., 1]], dim=-1)
+
+
 def _keeps_length(args: tuple, got) -> str | None:
-    x = args[0]
+    x, start = args
     if isinstance(got, Tensor) and got.shape == x.shape:
         before, after = x.norm(dim=-1), got.norm(dim=-1)
         if not torch.allclose(before, after, atol=1e-4):
             return ("旋转不改变长度 · a rotation keeps each head's vector length: yours changes it (cos and sin of "
                     "the same angle on each pair (2i, 2i+1)?)")
+        if torch.allclose(got, _rotate_half(x, start), atol=1e-4):
+            return ("配对是相邻的通道 (2i, 2i+1) · the pairs are adjacent channels (2i, 2i+1), as in the RoFormer "
+                    "paper; yours turns (i, i + D/2) together (the rotate-half convention of GPT-NeoX and LLaMA)")
     return None
 
 
@@ -87,7 +98,13 @@ def run_multi_head(cls: type, args: tuple) -> tuple:
     if missing or getattr(module, "n_heads", None) != n_heads:
         raise AssertionError(f"✗ MultiHeadAttention({n_embd}, {n_heads}): 需要 · needs "
                              f"{', '.join(missing) or 'self.n_heads'} (the model takes these layers over)")
-    return module(x, causal, bias, rotate), textbook_multi_head(module, x, causal, bias, rotate)
+    got, expected = module(x, causal, bias, rotate), textbook_multi_head(module, x, causal, bias, rotate)
+    if isinstance(got, Tensor) and got.shape == expected.shape and not torch.allclose(got, expected, atol=1e-5):
+        before_o = expected @ torch.linalg.pinv(module.o_proj.weight.T.detach())
+        if torch.allclose(got, before_o, atol=1e-3):
+            raise AssertionError(f"✗ MultiHeadAttention({n_embd}, {n_heads}).forward: 最后要经过 o_proj · forward must "
+                                 "end in self.o_proj(...): yours returns the heads' concatenation before it")
+    return got, expected
 
 
 # --- project 6: the block ---------------------------------------------------------------------------------------------
@@ -114,6 +131,18 @@ def textbook_layer_norm(x: Tensor, weight: Tensor, eps: float) -> Tensor:
     mean = x.mean(dim=-1, keepdim=True)
     var = ((x - mean) ** 2).mean(dim=-1, keepdim=True)  # the biased variance, as LayerNorm's
     return (x - mean) / torch.sqrt(var + eps) * weight
+
+
+def _biased_variance(args: tuple, got) -> str | None:
+    x, weight, eps = args
+    unbiased = (x - x.mean(-1, keepdim=True)) / torch.sqrt(x.var(-1, keepdim=True) + eps) * weight
+    if isinstance(got, Tensor) and got.shape == x.shape and torch.allclose(got, unbiased, atol=1e-4):
+        return ("LayerNorm 用有偏方差 · LayerNorm divides by C, not C − 1: the biased variance "
+                "(x.var(-1, unbiased=False, keepdim=True), or the mean of the squared deviations)")
+    std = (x - x.mean(-1, keepdim=True)) / (x.std(-1, keepdim=True) + eps) * weight
+    if isinstance(got, Tensor) and got.shape == x.shape and torch.allclose(got, std, atol=1e-4):
+        return "eps 加在方差上，在开方之前 · eps is added to the (biased) variance, inside the square root"
+    return None
 
 
 def textbook_rms_norm(x: Tensor, weight: Tensor, eps: float) -> Tensor:
@@ -147,16 +176,15 @@ def textbook_train_step(model, batch, optimizer) -> float:
     return loss.item()
 
 
-def run_train_step(step: Callable, args: tuple) -> Tensor:
-    """Two steps of ``step`` on a fresh tiny model: both losses, then every parameter after them, as one vector."""
+def _two_steps(step: Callable, seed: int, use_mask: bool) -> tuple[list[float], list[Tensor]]:
+    """Two steps of ``step`` on a fresh tiny model: the losses it returned, and every parameter after each step."""
     from miniformer.network.model import MiniFormer, ModelConfig
 
-    seed, use_mask = args
     torch.manual_seed(seed)
     model = MiniFormer(ModelConfig(vocab_size=11, block_size=8, n_layer=1, n_head=2, n_embd=8))
     optimizer = torch.optim.AdamW(model.parameters(), lr=0.01)
     g = torch.Generator().manual_seed(seed)
-    losses = []
+    losses, params = [], []
     for _ in range(2):
         tokens = torch.randint(0, 11, (3, 9), generator=g)
         mask = torch.ones(8, 8, dtype=torch.bool) if use_mask else None
@@ -165,7 +193,25 @@ def run_train_step(step: Callable, args: tuple) -> Tensor:
             raise AssertionError(f"✗ train_step: 应返回 float · return the loss as a float (loss.item()), got "
                                  f"{type(loss).__name__}")
         losses.append(loss)
-    return torch.cat([torch.tensor(losses), *(p.detach().flatten() for p in model.parameters())])
+        params.append(torch.cat([p.detach().flatten() for p in model.parameters()]))
+    return losses, params
+
+
+def run_train_step(step: Callable, args: tuple) -> tuple[Tensor, Tensor]:
+    """Two steps of the student's and of the textbook's; a difference is named by the first place it appears."""
+    mine, theirs = _two_steps(step, *args), _two_steps(textbook_train_step, *args)
+    why = None
+    if not math.isclose(mine[0][0], theirs[0][0], rel_tol=1e-5):
+        why = (f"第一步的损失不同 · the first loss differs (yours {mine[0][0]:.4f}, textbook {theirs[0][0]:.4f}): the "
+               "loss is model(x, y, attn_mask=mask)['loss'], read before the update")
+    elif not torch.allclose(mine[1][0], theirs[1][0], atol=1e-6):
+        why = ("第一步之后参数不同 · the parameters differ after one step: loss.backward(), then optimizer.step()")
+    elif not torch.allclose(mine[1][1], theirs[1][1], atol=1e-6):
+        why = ("第二步之后参数不同 · the parameters differ after the second step only: zero the gradients every step "
+               "(optimizer.zero_grad()), or they pile up from one step to the next")
+    if why:
+        raise AssertionError(f"✗ train_step(seed {args[0]}, mask {args[1]}): {why}")
+    return torch.tensor(mine[0]), torch.tensor(theirs[0])
 
 
 # --- project 8: the objectives' batches -------------------------------------------------------------------------------
@@ -245,12 +291,11 @@ PART_CASES: dict[str, tuple] = {
                                              lambda g: _block_args(g, True, False)]),
     "mlp_forward": (textbook_mlp, None, [lambda g: (torch.randn(2, 3, 4, generator=g), _linear(g, 4, 16),
                                                     _linear(g, 16, 4))]),
-    "layer_norm": (textbook_layer_norm, None, [lambda g: (torch.randn(2, 3, 8, generator=g) * 3 + 1,
+    "layer_norm": (textbook_layer_norm, _biased_variance, [lambda g: (torch.randn(2, 3, 8, generator=g) * 3 + 1,
                                                           torch.rand(8, generator=g) + 0.5, 1e-5)]),
     "rms_norm": (textbook_rms_norm, None, [lambda g: (torch.randn(2, 3, 8, generator=g) * 3 + 1,
                                                       torch.rand(8, generator=g) + 0.5, 1e-6)]),
-    "train_step": (None, None, [lambda g: (0, False), lambda g: (1, True)],
-                   lambda fn, args: (run_train_step(fn, args), run_train_step(textbook_train_step, args))),
+    "train_step": (None, None, [lambda g: (0, False), lambda g: (1, True)], run_train_step),
     "causal_batch": (textbook_causal_batch, None, [lambda g: (_tokens(g),)]),
     "masked_batch": (None, _masked_targets, [lambda g: (_tokens(g, 3, 12), 99, 0.3, 5)],
                      lambda fn, args: (fn(args[0], args[1], args[2], torch.Generator().manual_seed(args[3])),

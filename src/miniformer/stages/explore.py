@@ -213,7 +213,8 @@ def compare(run: LoadedRun, a: str, b: str) -> str:
         verdict = f"prefers {winner} by {abs(total_a - total_b):.3f} nats"
     note = "" if sorted(a) == sorted(b) else "\nnote: the two sentences hold different characters, so totals also " \
         "reflect what is said, not only the order"
-    return (f"{ra['method']}\n  A {a!r}: {total_a:.3f} nats ({len(ra['tokens'])} tokens)\n"
+    return (f"{ra['method']}; a total in nats is its negative: lower = likelier\n"
+            f"  A {a!r}: {total_a:.3f} nats ({len(ra['tokens'])} tokens)\n"
             f"  B {b!r}: {total_b:.3f} nats ({len(rb['tokens'])} tokens)\n{verdict}{note}")
 
 
