@@ -6,6 +6,7 @@ import json
 import math
 import platform
 import subprocess
+from collections import defaultdict
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -130,8 +131,11 @@ class RunFiles:
         return read_sealed_json(path, STAGES_FIRST).get("train_loss_per_step", []) if path.exists() else []
 
     def samples(self, exp: str) -> list[dict]:
+        """The run's demo samples; the fields only some objectives write (masked input, prefix prompt) None where
+        absent, so the template can ask for them."""
         path = self._run_file(exp, self.seed(exp), "samples.jsonl", "metrics.json")
-        return [json.loads(line) for line in path.read_text(encoding="utf-8").splitlines()] if path else []
+        lines = path.read_text(encoding="utf-8").splitlines() if path else []
+        return [{**dict.fromkeys(("masked", "hidden_as", "prompt")), **json.loads(line)} for line in lines]
 
 
 REPORT_READS = ("metrics.json", "windows.json", "perf.json")  # the aggregates the report reads
@@ -481,6 +485,12 @@ def environment(base: RunConfig, perf: dict, data_hash: str) -> dict[str, str]:
     }
 
 
+# Figures drawn only where the study has their runs (a sweep, the head counts, the init probe, ...): the template asks
+# whether each is there; any other name it reads must have been drawn.
+OPTIONAL_FIGURES = ("effects_over_training", "stability", "generation_quality", "heat_nomask", "entropy", "head_count",
+                    "init_uniformity")
+
+
 def template_environment() -> Environment:
     """The report's Jinja environment. StrictUndefined: a name the template reads and no section gave is an error,
     not an empty cell."""
@@ -511,9 +521,10 @@ def build_report(study: Study, results: Path, out: Path, data_dir: Path = DATA_D
         **context,
         glance=glance_rows(found, steps, later),
         budget_marks=[budget_mark(c, steps) + m for c, m in zip(found, later)],
-        supports=sections_of_claims([c.runs for c in CLAIMS], groups),
+        # a section whose runs no claim reads (a small study) has no claim numbers: an empty list, not unknown
+        supports=defaultdict(list, sections_of_claims([c.runs for c in CLAIMS], groups)),
         profile=study.profile,
-        figs=r.figs,
+        figs={**dict.fromkeys(OPTIONAL_FIGURES), **r.figs},  # a figure a study cannot draw is None, not unknown
         claims=found,
         findings_cfg=study.findings,
         breakages=breakages(ev, hypotheses, groups),
