@@ -492,3 +492,50 @@ def test_the_explicit_path_heatmaps_and_generation_run_the_students_split_for_ev
     wrong = student_namespace()
     wrong["split_heads_qkv"] = WRONG["split_heads_qkv"]
     assert not torch.allclose(weights_with(student_namespace()), weights_with(wrong))
+
+
+def test_the_fingerprint_tells_apart_code_that_differs_only_in_a_constant_a_name_or_a_captured_value():
+    """A run trained on other code is another run: never resumed as, or read as, this one. Its fingerprint is read
+    from the code's content, not from where a function sits in memory."""
+    def fingerprint(**changed):
+        ns = student_namespace()
+        ns.update(changed)
+        return GivenCode.from_namespace(ns).fingerprint()
+
+    def scaled(k):
+        return lambda A, n_embd, n_heads: A / (n_embd / n_heads) ** k  # the exponent a captured value
+
+    source = "def attn_scaled(A, n_embd, n_heads):\n    return (lambda d: A / d ** {})(n_embd / n_heads)\n"
+    defined = {}
+    for k in ("0.5", "0.50001"):
+        exec(source.format(k), namespace := {})  # noqa: S102 - two definitions, as two notebook cells would make
+        defined[k] = namespace["attn_scaled"]
+    exec(source.format("0.5"), again := {})  # noqa: S102 - the same source once more: another object, same code
+    assert fingerprint(attn_scaled=defined["0.5"]) != fingerprint(attn_scaled=defined["0.50001"])  # nested constant
+    assert fingerprint(attn_scaled=defined["0.5"]) == fingerprint(attn_scaled=again["attn_scaled"])  # not by address
+    assert fingerprint(attn_scaled=scaled(0.5)) != fingerprint(attn_scaled=scaled(0.25))  # captured value
+    assert fingerprint(attn_softmax=lambda A: torch.softmax(A, -1)) != \
+        fingerprint(attn_softmax=lambda A: torch.log_softmax(A, -1))  # the name called
+
+
+@pytest.mark.parametrize("objective", ["causal", "mlm", "prefix", "span"])
+def test_the_students_code_computes_the_packages_logits_under_every_objectives_mask(objective):
+    """Correct student code, installed, gives the package's own logits under each objective's batch and mask (the
+    masked, prefix and span masks take the explicit path through the student's primitives)."""
+    from miniformer.network.model import MiniFormer, ModelConfig
+    from miniformer.network.objectives import OBJECTIVES, Specials
+
+    specials = Specials(13)
+    cfg = ModelConfig(vocab_size=specials.model_vocab, block_size=12, n_layer=2, n_head=2, n_embd=8,
+                      causal=objective != "mlm")
+    torch.manual_seed(0)
+    package = MiniFormer(cfg).eval()
+    student = MiniFormer(cfg)
+    student.load_state_dict(package.state_dict())
+    student.use_given(GivenCode.from_namespace(student_namespace())).eval()
+    obj = OBJECTIVES[objective]
+    tokens = torch.randint(0, 13, (3, obj.window_length(12)), generator=torch.Generator().manual_seed(1))
+    batch = obj.batch(tokens, specials, torch.Generator().manual_seed(2))
+    with torch.no_grad():
+        torch.testing.assert_close(student(batch.x, attn_mask=batch.mask)["logits"],
+                                   package(batch.x, attn_mask=batch.mask)["logits"], atol=1e-5, rtol=1e-4)

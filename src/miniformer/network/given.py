@@ -13,7 +13,9 @@ path through their primitives one by one everywhere else (generation with a cach
 
 from __future__ import annotations
 
+import functools
 import hashlib
+import types
 from collections.abc import Callable
 from dataclasses import dataclass, fields
 from typing import TYPE_CHECKING
@@ -197,7 +199,39 @@ class GivenCode:
 
 
 def _code_bytes(fn) -> bytes:
+    """What makes a function compute what it computes, as bytes: its code, constants and the names it calls (nested
+    functions and lambdas included, by content, never by address), what its closure holds, and a partial's function.
+    Two functions that differ only in a constant, a called name or a captured value differ here."""
     if isinstance(fn, type):  # a class: its methods' code, in name order
-        return b"".join(_code_bytes(v) for _, v in sorted(vars(fn).items()) if callable(v))
+        return b"".join(name.encode() + _code_bytes(v) for name, v in sorted(vars(fn).items()) if callable(v))
+    if isinstance(fn, functools.partial):  # the bound arguments by name only (a namespace's repr holds addresses)
+        return _code_bytes(fn.func) + repr(sorted(fn.keywords)).encode()
     code = getattr(fn, "__code__", None)
-    return code.co_code + repr(code.co_consts).encode() if code else b"builtin"
+    if code is None:
+        return getattr(fn, "__qualname__", type(fn).__name__).encode()
+    held = [c.cell_contents for c in (getattr(fn, "__closure__", None) or ()) if _has_contents(c)]
+    return _code_object_bytes(code) + b"".join(_value_bytes(v) for v in held)
+
+
+def _code_object_bytes(code: types.CodeType) -> bytes:
+    consts = b"".join(_code_object_bytes(c) if isinstance(c, types.CodeType) else repr(c).encode()
+                      for c in code.co_consts)
+    return code.co_code + consts + " ".join(code.co_names).encode()
+
+
+def _value_bytes(value: object) -> bytes:
+    if isinstance(value, type):  # a class in a closure is super()'s __class__: named, not followed
+        return value.__qualname__.encode()
+    if callable(value):
+        return _code_bytes(value)
+    if isinstance(value, int | float | str | bool | bytes | tuple | type(None)):
+        return repr(value).encode()
+    return type(value).__name__.encode()
+
+
+def _has_contents(cell) -> bool:
+    try:
+        cell.cell_contents  # noqa: B018 - an empty cell raises
+    except ValueError:
+        return False
+    return True
