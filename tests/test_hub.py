@@ -347,3 +347,22 @@ def test_the_exported_network_file_holds_every_module_the_model_imports_in_impor
     namespace: dict = {}
     exec(compile(network_source(), "miniformer_network.py", "exec"), namespace)  # noqa: S102 - our own source
     assert {"MiniFormer", "GivenCode", "SelfAttention", "POSITIONS"} <= set(namespace)
+
+
+@pytest.mark.parametrize("kind", ["char", "bpe"])
+@pytest.mark.parametrize("text", ["\n\n\nROMEO:", "  two spaces,\tthen a tab\t\t", "\n \n \n", "end of a line  \n\n"])
+def test_the_exported_tokenizer_keeps_blank_lines_and_whitespace_runs_as_miniformer_does(request, tmp_path, kind,
+                                                                                        text):
+    """Blank lines, runs of spaces and tabs: the ecosystem's tokenizer gives miniformer's ids and decodes them back
+    to the same text (a normaliser or pre-tokenizer that collapsed whitespace would change both)."""
+    from tokenizers import Tokenizer
+    from transformers import AutoTokenizer
+
+    data = request.getfixturevalue(f"{kind}_data")
+    folder = exported(tiny_model(data), data, tmp_path / "export")
+    own = TokenData(data).tokenizer
+    ids = own.encode_lossy(text)[0]
+    library = Tokenizer.from_file(str(folder / "tokenizer.json"))
+    auto = AutoTokenizer.from_pretrained(folder, trust_remote_code=True)
+    assert library.encode(text).ids == ids and auto(text).input_ids == ids
+    assert auto.decode(ids) == own.decode(ids)
