@@ -62,6 +62,27 @@ def test_snakemake_smoke_study_builds_everything(smk):
     assert verdicts["proxy"] >= 1
 
 
+def glance_and_claims(html: str) -> tuple[list[tuple[str, str, str]], dict[str, tuple[str, str]]]:
+    """(number, link target, claim) per at-a-glance row; claim number -> (row anchor, claim) of the claims table."""
+    glance = html[html.index('<table id="glance">'):]
+    glance = glance[:glance.index("</table>")]
+    rows = re.findall(r'<tr><td><a href="#claim-(\d+)">(\d+)</a></td><td>(.*?)</td>', glance, flags=re.S)
+    claims = html[html.index('<table id="claims-table">'):]
+    claims = claims[:claims.index("</table>")]
+    table = {n: (anchor, claim) for anchor, n, claim in
+             re.findall(r'<tr id="claim-(\d+)"><td>(\d+)</td><td>(.*?)</td>', claims, flags=re.S)}
+    return [(number, target, claim) for target, number, claim in rows], table
+
+
+def test_the_glance_tables_numbers_link_to_the_claims_of_the_same_number_and_text(smk):
+    """What the browser test sees, read from the page itself: every at-a-glance row links to the claims-table row of
+    its own number, and that row states the same claim."""
+    glance, table = glance_and_claims((smk / "report" / "report.html").read_text())
+    assert len(glance) == len(table) >= 10
+    for number, target, claim in glance:
+        assert target == number and table[number] == (number, claim), (number, claim[:60])
+
+
 def test_the_readmes_smoke_outputs_are_what_the_commands_print(smk):
     """Every command of the README's "Real output after `make smoke`" block, run as written on a fresh smoke study,
     prints exactly what the README shows (stdout and stderr, in order)."""
