@@ -5,7 +5,7 @@ export PATH := $(abspath $(VENV))/bin:$(PATH)
 CORES ?= 2
 TORCH_INDEX ?=
 
-.PHONY: course venv study long smoke crosscheck report test test-fast lint bench mutation clean notebook
+.PHONY: course venv study long replication smoke crosscheck report test test-fast lint bench mutation clean notebook
 
 $(VENV)/.installed: pyproject.toml
 	python3 -m venv $(VENV)
@@ -31,6 +31,11 @@ study: venv
 # (README, "Two budgets")
 long: venv
 	snakemake --cores $(CORES) all --config profile=long
+
+# the replication settings (params.yaml profiles bpe and small: the plays as BPE tokens, a model of half the depth),
+# each a study in replication/<setting>/ (≈ 2 h on 2 cores); `make study` then renders their claims beside its own
+replication: venv
+	$(PY) -m miniformer replicate --cores $(CORES)
 
 # the peer implementation on the study's variants (its init and ours), then the report again with its table
 crosscheck: venv

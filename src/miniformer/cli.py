@@ -82,7 +82,7 @@ COMMAND_FLAGS: dict[str, tuple[str, ...]] = {
     "report": STUDY_FLAGS, "dvc-record": ("params", "profile"),
     "crosscheck": STUDY_FLAGS, "list": ("params", "profile"), "settle-times": (), "runs": ("results", "data"),
     "set-profile": ("params",), "check-params": ("params", "profile"),
-    "compare": ("results",), "metrics-diff": ("results",),
+    "compare": ("results",), "metrics-diff": ("results",), "replicate": ("params",),
     "generate": RUN_FLAGS, "score": RUN_FLAGS, "export": RUN_FLAGS, "attention": RUN_FLAGS,
 }
 # the DAG tools' entry points, kept out of the main help
@@ -249,6 +249,15 @@ def cmd_compare(args) -> int:
     from miniformer.stages.compare import run_compare
 
     return run_compare(Path(args.results), Path(args.against))
+
+
+def cmd_replicate(args) -> None:
+    from miniformer.params import REPLICATION
+    from miniformer.stages.replicate import replicate
+
+    replicate(Path.cwd(), Path(args.params), args.settings or list(REPLICATION), args.cores)
+    print("now `make study` (or `make report` where it has run): its report's table \"Claims × settings\" reads "
+          "results/settings/")
 
 
 def cmd_metrics_diff(args) -> int:
@@ -461,6 +470,11 @@ def build_parser() -> argparse.ArgumentParser:
     sp.add_argument("experiments", nargs="*", help="default: every experiment the peer has a switch for")
     add("settle-times", cmd_settle_times, "after `dvc pull`: file times in DAG order, so Snakemake finds nothing stale")
     add("runs", cmd_runs, "list trained runs found under results/")
+    sp = add("replicate", cmd_replicate, "the study in each replication setting (replication/<setting>/), its claims "
+             "copied to results/settings/")
+    sp.add_argument("--settings", nargs="*", metavar="SETTING", help="default: every replication setting (params.py "
+                    "REPLICATION: bpe, small)")
+    sp.add_argument("--cores", type=bounded(int, 1), default=2, help="Snakemake's --cores (default: 2)")
 
     add_explore_commands(add)
     return p

@@ -27,7 +27,10 @@ from miniformer.network.model import ModelConfig
 from miniformer.network.objectives import OBJECTIVES
 from miniformer.tokenizer import TOKENIZERS
 
-PROFILES = ("smoke", "default", "gpu", "course", "long")
+PROFILES = ("smoke", "default", "gpu", "course", "long", "bpe", "small")
+# The replication settings: each changes one thing of the default setting (the tokenization, the model size) and
+# trains the runs the counted claims read, three seeds each (`make replication`, stages/replicate.py)
+REPLICATION = ("bpe", "small")
 GROUPS = ("reference", "position", "attention", "heads", "block", "objective")
 REFERENCE_GROUP = "reference"  # exactly one experiment: every seed runs it, and its seed spread is the noise floor
 TRACKERS = ("none", "tensorboard")  # where the step log is mirrored besides log.tsv and DVCLive (training/logs.py)

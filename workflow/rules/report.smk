@@ -12,6 +12,8 @@ rule report:
         sorted(str(p) for p in Path("results/crosscheck").glob("*.json")),
         # another budget's claims (a `make long` run's claims.json copied here) join the report beside this run's
         sorted(str(p) for p in Path("results/budgets").glob("*.json")),
+        # the replication settings' claims (`make replication` copies them here) join the claims × settings table
+        sorted(str(p) for p in Path("results/settings").glob("*.json")),
     output:
         report("report/report.html", caption="../report/report.rst", category="Report"),
         "results/verdicts.json",

@@ -545,7 +545,7 @@ def build_report(study: Study, results: Path, out: Path, data_dir: Path = DATA_D
     )
     atomic_write_text(out, with_contents(html))
     # the claims as data: `miniformer compare`, a paper's table, another budget's report (results/budgets/)
-    for name, text in claim_files(found, study.profile, steps).items():
+    for name, text in claim_files(found, study.profile, steps, setting_of(study, r.base, data, ev)).items():
         atomic_write_text(results / name, text)
     longest = {**dict(totals["longest_totals"]), "converged claims untested": totals["longest_untested"]}
     write_json(results / "verdicts.json", {**dict(totals["verdict_totals"]), "proxy": totals["proxy_count"],
@@ -554,6 +554,15 @@ def build_report(study: Study, results: Path, out: Path, data_dir: Path = DATA_D
                                            "budgets": {b.profile: b.steps for b in budgets},
                                            "at the longest budget": longest})
     return out
+
+
+def setting_of(study: Study, base: RunConfig, data: TokenData, ev: Evidence) -> dict:
+    """What a claims file records of the setting it was measured in: the text, its reading, the model's size."""
+    corpus = study.data_config()
+    n_params = ev.m.mean(study.reference, "n_params")
+    return {"corpus": corpus.corpus, "tokenizer": corpus.tokenizer, "vocab_size": data.vocab_size,
+            "n_layer": base.model.n_layer, "n_head": base.model.n_head, "n_embd": base.model.n_embd,
+            "block_size": base.model.block_size, "parameters": None if n_params is None else round(n_params)}
 
 
 def totals_context(found: list, steps: int, budgets: list) -> dict:

@@ -93,12 +93,14 @@ def to_latex(rows: list[dict]) -> str:
     return "\n".join(lines)
 
 
-def claim_files(found: list[Finding], profile: str, steps: int | None = None) -> dict[str, str]:
+def claim_files(found: list[Finding], profile: str, steps: int | None = None,
+                setting: dict | None = None) -> dict[str, str]:
     """The three files' names and texts; the JSON names the profile and the training steps the claims were measured
-    at (another budget's report reads both: study/budgets.py)."""
+    at (another budget's report reads both: study/budgets.py) and what the setting was (corpus, tokenizer, model size:
+    another setting's report reads it, study/settings.py)."""
     records = claim_records(found)
     rows = claim_rows(records)
-    document = {"profile": profile, "steps": steps, "claims": records}
+    document = {"profile": profile, "steps": steps, **({"setting": setting} if setting else {}), "claims": records}
     return {CLAIMS_JSON: sealed_claims_text(document), CLAIMS_CSV: to_csv(rows),
             CLAIMS_TEX: to_latex(rows)}
 

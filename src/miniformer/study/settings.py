@@ -1,0 +1,104 @@
+"""Claims × settings: each claim's verdict in this run's setting beside its verdicts in the replication settings, and
+one combined word.
+
+A replication setting (params.REPLICATION: the plays as BPE tokens, a model of half the depth) trains the runs the
+counted claims read, three seeds each, into a folder of its own (stages/replicate.py); its sealed claims.json, copied
+to results/settings/<setting>.json, joins this run's report here.
+
+The rule that combines settings, fixed before the replication runs were made: a claim's word reads only the settings
+where it was judged (a verdict other than "not run"), each setting's verdict under the study's own rule (its effect ±
+its 95 % interval, its own seeds' spread):
+- judged in fewer than two settings: "one setting only" (nothing to combine);
+- reproduced in every setting that judged it: "holds in every setting";
+- contradicted in every one: "fails in every setting";
+- reproduced in one and contradicted in another: "depends on the setting";
+- otherwise (undecided somewhere, never both ways): "undecided", with how the decided ones went.
+No interval is pooled across settings: their units differ (nats per character, per BPE token) and so does what each
+setting's model can do; a verdict that holds in each is the claim the table makes.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+
+from miniformer.errors import UserError
+from miniformer.study.claim_table import estimate_text, judged_names, read_claims_document
+
+SETTINGS_DIR = "settings"  # results/settings/<setting>.json: a replication setting's claims.json
+NOT_RUN = "not run"
+WORDS = ("holds in every setting", "fails in every setting", "depends on the setting", "undecided",
+         "one setting only")
+
+
+@dataclass(frozen=True)
+class Setting:
+    """One setting's claims: its profile, steps, what it changed (corpus, tokenizer, model size) and each claim's
+    record by the claim's text."""
+
+    profile: str
+    steps: int
+    description: dict
+    claims: dict[str, dict]
+
+
+def read_settings(results: Path) -> list[Setting]:
+    """Every claims file under results/settings/, by name; a file that is not one is one clear line."""
+    settings = []
+    for path in sorted((Path(results) / SETTINGS_DIR).glob("*.json")):
+        remedy = "run `make replication` again to re-make it (it copies each setting's results/claims.json there)"
+        data = read_claims_document(path, remedy)  # sealed and whole: an edited effect is refused
+        try:
+            setting = Setting(str(data["profile"]), int(data["steps"]), dict(data.get("setting") or {}),
+                              {r["claim"]: r for r in data["claims"]})
+        except (ValueError, TypeError, KeyError):
+            raise UserError(f"{str(path)!r} is not a claims file with its profile and steps; {remedy}") from None
+        settings.append(setting)
+    return settings
+
+
+def combined_word(verdicts: list[str]) -> str:
+    """The rule above, on one claim's verdicts in every setting (this run's first)."""
+    judged = [v for v in verdicts if v != NOT_RUN]
+    if len(judged) < 2:
+        return "one setting only"
+    if all(v == "reproduced" for v in judged):
+        return "holds in every setting"
+    if all(v == "contradicted" for v in judged):
+        return "fails in every setting"
+    if "reproduced" in judged and "contradicted" in judged:
+        return "depends on the setting"
+    decided = [v for v in judged if v != "undecided"]
+    how = f"{len(decided)} of {len(judged)} decided, all {decided[0]}" if decided else "undecided in every setting"
+    return f"undecided ({how})"
+
+
+def word_of(combined: str) -> str:
+    """The combined word without its detail (for the totals)."""
+    return combined.split(" (")[0]
+
+
+def cell(record: dict | None) -> dict:
+    """A claims-file record as one setting's cell: its verdict and the estimates the verdict reads."""
+    if record is None:
+        return {"verdict": NOT_RUN, "effects": []}
+    estimates = record.get("estimates") or {}
+    effects = [f"{name} {estimate_text(estimates.get(name))}" for name in judged_names(record)
+               if (estimates.get(name) or {}).get("effect") is not None]
+    return {"verdict": record["verdict"], "effects": effects}
+
+
+def settings_rows(mine: list[dict], settings: list[Setting]) -> list[dict]:
+    """One row per claim of this run (its claims-file records, in the report's order): a cell per setting, this
+    run's first, and the combined word (counted claims only: a proxy's word is shown, not totalled)."""
+    rows = []
+    for number, record in enumerate(mine, 1):
+        cells = [cell(record), *(cell(s.claims.get(record["claim"])) for s in settings)]
+        rows.append({"number": number, "claim": record["claim"], "counted": record.get("counted", True),
+                     "cells": cells, "combined": combined_word([c["verdict"] for c in cells])})
+    return rows
+
+
+def word_totals(rows: list[dict]) -> list[tuple[str, int]]:
+    """How many counted claims reached each combined word."""
+    return [(w, sum(r["counted"] and word_of(r["combined"]) == w for r in rows)) for w in WORDS]
