@@ -29,7 +29,7 @@ from miniformer.network.positions import (
     t5_bucket,
 )
 from miniformer.params import Study
-from miniformer.runtime.schedule import lr_at
+from miniformer.runtime.schedule import decay_start, lr_at
 from miniformer.runtime.scoring import attention_entropy
 from miniformer.stages.aggregate import run_scalars
 from miniformer.study.stats import nested_growth
@@ -174,7 +174,7 @@ def test_alibi_bias_is_minus_slope_times_distance():
 
 
 def test_lr_schedule_warms_up_linearly_then_decays_by_cosine_to_the_floor():
-    cfg = SimpleNamespace(lr=1e-3, min_lr=1e-4, warmup=10, steps=110)
+    cfg = SimpleNamespace(lr=1e-3, min_lr=1e-4, warmup=10, steps=110, schedule="cosine", cooldown_frac=0.2)
     assert lr_at(0, cfg) == pytest.approx(1e-4)  # first step: lr / warmup
     assert lr_at(4, cfg) == pytest.approx(5e-4)
     assert lr_at(9, cfg) == pytest.approx(1e-3)  # warm-up ends at the peak
@@ -183,10 +183,25 @@ def test_lr_schedule_warms_up_linearly_then_decays_by_cosine_to_the_floor():
     assert lr_at(35, cfg) == pytest.approx(1e-4 + 0.45e-3 * (1 + math.cos(math.pi / 4)))
     assert lr_at(110, cfg) == pytest.approx(1e-4)
     assert lr_at(500, cfg) == pytest.approx(1e-4)  # never below the floor
-    no_warmup = SimpleNamespace(lr=1e-3, min_lr=0.0, warmup=0, steps=100)
+    no_warmup = SimpleNamespace(lr=1e-3, min_lr=0.0, warmup=0, steps=100, schedule="cosine", cooldown_frac=0.2)
     assert lr_at(0, no_warmup) == pytest.approx(1e-3)
-    one_step_of_decay = SimpleNamespace(lr=1e-3, min_lr=1e-4, warmup=9, steps=10)
+    one_step_of_decay = SimpleNamespace(lr=1e-3, min_lr=1e-4, warmup=9, steps=10, schedule="cosine", cooldown_frac=0.2)
     assert lr_at(10, one_step_of_decay) == pytest.approx(1e-4)  # the whole cosine in one step: at the floor
+
+
+def test_wsd_warms_up_holds_the_peak_then_cools_down_linearly_to_the_floor():
+    """Warm-up, stable, decay (Hägele et al. 2024): 100 steps, 10 of warm-up, the last 20 % a linear cool-down."""
+    cfg = SimpleNamespace(lr=1e-3, min_lr=1e-4, warmup=10, steps=100, schedule="wsd", cooldown_frac=0.2)
+    assert decay_start(cfg) == 80
+    assert lr_at(0, cfg) == pytest.approx(1e-4) and lr_at(9, cfg) == pytest.approx(1e-3)  # the same warm-up
+    assert all(lr_at(s, cfg) == pytest.approx(1e-3) for s in range(10, 81))  # stable: the peak, no decay
+    assert lr_at(90, cfg) == pytest.approx(5.5e-4)  # half-way down the cool-down
+    assert lr_at(85, cfg) == pytest.approx(1e-3 - 0.25 * 0.9e-3)
+    assert lr_at(100, cfg) == pytest.approx(1e-4) and lr_at(400, cfg) == pytest.approx(1e-4)  # at the floor
+    # a cool-down longer than what the warm-up leaves starts where the warm-up ends
+    assert decay_start(SimpleNamespace(lr=1e-3, min_lr=0, warmup=50, steps=60, schedule="wsd", cooldown_frac=0.5)) == 50
+    cosine = SimpleNamespace(lr=1e-3, min_lr=1e-4, warmup=10, steps=100, schedule="cosine", cooldown_frac=0.2)
+    assert decay_start(cosine) == 10 and lr_at(50, cosine) < 1e-3  # cosine decays from the end of the warm-up
 
 
 # --- evaluation statistics on stand-in models ------------------------------------------------------------------------

@@ -253,11 +253,18 @@ def cmd_compare(args) -> int:
 
 def cmd_replicate(args) -> None:
     from miniformer.params import REPLICATION
+    from miniformer.stages.compare import REFERENCE_CLAIMS
     from miniformer.stages.replicate import replicate
+    from miniformer.stages.report import build_settings_page
+    from miniformer.study.claim_table import CLAIMS_JSON
 
-    replicate(Path.cwd(), Path(args.params), args.settings or list(REPLICATION), args.cores)
-    print("now `make study` (or `make report` where it has run): its report's table \"Claims × settings\" reads "
-          "results/settings/")
+    if not args.table_only:
+        replicate(Path.cwd(), Path(args.params), args.settings or list(REPLICATION), args.cores)
+    # the default setting's claims: this checkout's default study where it ran, else the reference in docs/
+    mine = RESULTS / CLAIMS_JSON if (RESULTS / CLAIMS_JSON).is_file() else Path("docs") / REFERENCE_CLAIMS
+    page = build_settings_page(RESULTS, mine, Path(args.out))
+    print(f"claims × settings: {page} (beside {mine}); `make study` or `make report` puts the same table in the "
+          "study's report")
 
 
 def cmd_metrics_diff(args) -> int:
@@ -470,14 +477,23 @@ def build_parser() -> argparse.ArgumentParser:
     sp.add_argument("experiments", nargs="*", help="default: every experiment the peer has a switch for")
     add("settle-times", cmd_settle_times, "after `dvc pull`: file times in DAG order, so Snakemake finds nothing stale")
     add("runs", cmd_runs, "list trained runs found under results/")
+    add_replication_command(add)
+
+    add_explore_commands(add)
+    return p
+
+
+def add_replication_command(add) -> None:
+    """`miniformer replicate`: the replication settings, and the claims × settings page."""
     sp = add("replicate", cmd_replicate, "the study in each replication setting (replication/<setting>/), its claims "
              "copied to results/settings/")
     sp.add_argument("--settings", nargs="*", metavar="SETTING", help="default: every replication setting (params.py "
                     "REPLICATION: bpe, small)")
     sp.add_argument("--cores", type=bounded(int, 1), default=2, help="Snakemake's --cores (default: 2)")
-
-    add_explore_commands(add)
-    return p
+    sp.add_argument("--table-only", action="store_true", help="train nothing: the claims × settings page again from "
+                    "the claims files already under results/settings/")
+    sp.add_argument("--out", default="report/replication.html", help="the claims × settings page (default: "
+                    "report/replication.html)")
 
 
 def add_internal_commands(add) -> None:

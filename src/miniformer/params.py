@@ -25,6 +25,7 @@ from miniformer.devices import DEVICES
 from miniformer.errors import UserError
 from miniformer.network.model import ModelConfig
 from miniformer.network.objectives import OBJECTIVES
+from miniformer.runtime.schedule import SCHEDULES
 from miniformer.tokenizer import TOKENIZERS
 
 PROFILES = ("smoke", "default", "gpu", "course", "long", "bpe", "small")
@@ -61,6 +62,8 @@ class TrainConfig:
     min_lr: float = 2e-4
     warmup: int = 30
     warmup_frac: float = 0.0  # > 0: the warm-up is this share of train.steps instead (so it scales with a profile)
+    schedule: str = "cosine"  # cosine | wsd: warm-up, stable, cool-down (runtime/schedule.py)
+    cooldown_frac: float = 0.2  # wsd: the share of the steps its linear cool-down to min_lr takes, at the end
     weight_decay: float = 0.1
     beta1: float = 0.9
     beta2: float = 0.99
@@ -576,6 +579,8 @@ def _validate_train(t: TrainConfig, where: str) -> None:
         (0 <= t.warmup <= t.steps, f"train.warmup = {t.warmup} must be between 0 and train.steps = {t.steps}"),
         (0 <= t.warmup_frac <= 1, f"train.warmup_frac = {t.warmup_frac} must be between 0 and 1"),
         (0 <= t.min_lr <= t.lr, f"train.min_lr = {t.min_lr} must be between 0 and train.lr = {t.lr}"),
+        (t.schedule in SCHEDULES, f"train.schedule = {t.schedule!r}; choose one of {', '.join(SCHEDULES)}"),
+        (0 < t.cooldown_frac <= 1, f"train.cooldown_frac = {t.cooldown_frac} must be in (0, 1]"),
         (t.log_every > 0 and t.ckpt_every > 0, "train.log_every and train.ckpt_every must be > 0"),
         (t.sample_every > 0, f"train.sample_every = {t.sample_every} must be > 0 (steps between samples)"),
         (t.sample_tokens > 0, f"train.sample_tokens = {t.sample_tokens} must be > 0"),

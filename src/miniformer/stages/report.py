@@ -37,7 +37,15 @@ from miniformer.runtime.tokendata import TokenData
 from miniformer.study import figures, hovermap
 from miniformer.study.bibliography import REFERENCES
 from miniformer.study.budgets import at_longest_budget, budget_rows, longer_marks, read_budgets
-from miniformer.study.claim_table import budget_mark, claim_files, glance_rows, headline_effect, sections_of_claims
+from miniformer.study.claim_table import (
+    budget_mark,
+    claim_files,
+    claim_records,
+    glance_rows,
+    headline_effect,
+    read_claims_document,
+    sections_of_claims,
+)
 from miniformer.study.claims import CLAIMS, TESTS, check_experiments, claims
 from miniformer.study.contents import with_contents
 from miniformer.study.findings import VERDICTS, Evidence, breakages, peer_comparisons
@@ -51,6 +59,7 @@ from miniformer.study.roles import (
     STABILITY_ROWS,
     position_runs,
 )
+from miniformer.study.settings import read_settings, settings_context
 from miniformer.study.stats import minus, source_quantity
 
 
@@ -511,6 +520,7 @@ def build_report(study: Study, results: Path, out: Path, data_dir: Path = DATA_D
     budgets = read_budgets(results)
     totals = totals_context(found, steps, budgets)
     later = longer_marks(found, steps, budgets)  # each converged claim's verdict at a longer budget, both tables
+    here = setting_of(study, r.base, data, ev)  # what this run's setting is: its claims file and the settings table
     context: dict = {}
     for section in SECTIONS:
         context.update(section(r))
@@ -542,10 +552,11 @@ def build_report(study: Study, results: Path, out: Path, data_dir: Path = DATA_D
         budgets=budgets,
         budget_table=budget_rows(found, budgets, headline_effect, steps),
         longest=max([steps, *(b.steps for b in budgets)]),
+        **settings_context(claim_records(found), here, steps, read_settings(results)),
     )
     atomic_write_text(out, with_contents(html))
     # the claims as data: `miniformer compare`, a paper's table, another budget's report (results/budgets/)
-    for name, text in claim_files(found, study.profile, steps, setting_of(study, r.base, data, ev)).items():
+    for name, text in claim_files(found, study.profile, steps, here).items():
         atomic_write_text(results / name, text)
     longest = {**dict(totals["longest_totals"]), "converged claims untested": totals["longest_untested"]}
     write_json(results / "verdicts.json", {**dict(totals["verdict_totals"]), "proxy": totals["proxy_count"],
@@ -553,6 +564,21 @@ def build_report(study: Study, results: Path, out: Path, data_dir: Path = DATA_D
                                            "still changing": totals["still_changing"],
                                            "budgets": {b.profile: b.steps for b in budgets},
                                            "at the longest budget": longest})
+    return out
+
+
+def build_settings_page(results: Path, mine: Path, out: Path) -> Path:
+    """The claims × settings table on a page of its own (report/replication.html): the claims file ``mine`` (this
+    checkout's default study, or the reference in docs/) beside every replication setting's under results/settings/.
+    Read from sealed claims files only, so it needs no run of the default study here."""
+    document = read_claims_document(mine, "run `make study` (it writes results/claims.json), or pass another one")
+    settings = read_settings(results)
+    if not settings:
+        raise UserError(f"no replication setting's claims under {results}/settings/; run `make replication` first")
+    name = f"{document.get('profile')} ({mine})"
+    html = template_environment().get_template("replication.html.j2").render(
+        **settings_context(document["claims"], document.get("setting") or {}, document.get("steps"), settings, name))
+    atomic_write_text(out, html)
     return out
 
 

@@ -23,6 +23,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from miniformer.errors import UserError
+from miniformer.params import REPLICATION
 from miniformer.study.claim_table import estimate_text, judged_names, read_claims_document
 
 SETTINGS_DIR = "settings"  # results/settings/<setting>.json: a replication setting's claims.json
@@ -102,3 +103,23 @@ def settings_rows(mine: list[dict], settings: list[Setting]) -> list[dict]:
 def word_totals(rows: list[dict]) -> list[tuple[str, int]]:
     """How many counted claims reached each combined word."""
     return [(w, sum(r["counted"] and word_of(r["combined"]) == w for r in rows)) for w in WORDS]
+
+
+def setting_label(description: dict, steps: int | None) -> str:
+    """What a setting is, in one line: the text and its reading, the model's size, the budget."""
+    d = description
+    if not d:
+        return f"{steps} steps (setting not recorded)"
+    params = f", {d['parameters'] / 1e6:.2f} M parameters" if d.get("parameters") else ""
+    return (f"{d.get('corpus')}, {d.get('tokenizer')} (vocab {d.get('vocab_size')}); {d.get('n_layer')} layers × "
+            f"{d.get('n_embd')}, {d.get('n_head')} heads{params}; block {d.get('block_size')}; {steps} steps")
+
+
+def settings_context(mine: list[dict], here: dict, steps: int | None, settings: list[Setting],
+                     here_name: str = "this run") -> dict:
+    """What the claims × settings table (templates/settings.j2) reads: this run's claims-file records and setting,
+    and each replication setting's."""
+    rows = settings_rows(mine, settings)
+    return {"settings": [{"profile": here_name, "label": setting_label(here, steps)},
+                         *({"profile": s.profile, "label": setting_label(s.description, s.steps)} for s in settings)],
+            "settings_table": rows, "setting_totals": word_totals(rows), "replication_names": REPLICATION}
