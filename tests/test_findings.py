@@ -901,7 +901,7 @@ def test_an_effect_is_still_changing_when_its_paired_last_move_excludes_zero():
     assert since == 200 and change.value == pytest.approx(-0.03, abs=0.002) and change.high < 0
     assert moving.changing("block_rmsnorm", "baseline")
     (f,) = [f for f in claims(moving) if f.claim == "RMSNorm ≈ LayerNorm"]
-    assert "since step 200 it moved -0.030" in f.measurement and "(still changing: closing)" in f.measurement
+    assert "from step 200 to 300 it moved -0.030" in f.measurement and "(still changing: closing)" in f.measurement
     flat = Evidence(metrics, {"baseline": base_samples, "block_rmsnorm": {"seed0": run([0.9, 0.4, 0.3], 0.05)}})
     assert not flat.changing("block_rmsnorm", "baseline")
 
@@ -1508,3 +1508,102 @@ def test_the_floor_contrast_is_paired_over_the_pairs():
     ev = Evidence(metrics, {"baseline": {f"seed{i}": {"pairs": pairs, "pairs_floor": pairs} for i in range(3)}})
     e = ev.preference("baseline", against="floor")
     assert e.value == pytest.approx(0.0) and e.eval_se == pytest.approx(0.0)
+
+
+STEPS = [100, 200, 300, 400, 500, 600, 700, 800]
+
+
+def curve_run(losses: list[float], final: float | None = None) -> dict:
+    """One seed's samples: four val windows and a val curve every 100 steps (window noise ± 0.1 around each point)."""
+    final = losses[-1] if final is None else final
+    return {"seed0": {"val": {"sum": [final] * 4, "count": [1] * 4},
+                      "curve": {"steps": STEPS[: len(losses)], "windows": [[v, v + 0.1, v - 0.1, v] for v in losses]}}}
+
+
+def rms_finding(reference: list[float], rmsnorm: list[float], decays_from: int | None) -> tuple[Finding, Evidence]:
+    metrics = {"baseline": {"seed0": {"val_loss": reference[-1]}},
+               "block_rmsnorm": {"seed0": {"val_loss": rmsnorm[-1]}}}
+    samples = {"baseline": curve_run(reference), "block_rmsnorm": curve_run(rmsnorm)}
+    ev = Evidence(metrics, samples, decays_from=None if decays_from is None else dict.fromkeys(metrics, decays_from))
+    (f,) = [f for f in claims(ev) if f.claim == "RMSNorm ≈ LayerNorm"]
+    return f, ev
+
+
+# RMSNorm's gap to the reference closes by 0.125 per 100 steps until step 600, then stops moving as the rate cools
+# (binary fractions: the paired moves are exact, so "no move" is exactly zero)
+REFERENCE_PATH = [3.0, 2.75, 2.5, 2.25, 2.0, 1.75, 1.625, 1.5625]
+GAPS = [0.75, 0.625, 0.5, 0.375, 0.25, 0.125, 0.0625, 0.0625]
+CLOSING_THEN_FROZEN = [r + g for r, g in zip(REFERENCE_PATH, GAPS)]
+
+
+def test_a_gap_that_stops_moving_only_as_the_rate_decays_is_not_settled():
+    """Issue 56's fixture: the effect still closes at the peak rate and looks flat over the cosine tail. Read on the
+    last two points under a decaying rate it is "flat as the rate decays", never "settled"; read on a wsd schedule's
+    stable phase (the rate decays from step 640) it is still changing; and neither budget counts as flattened, so the
+    converged claim is untested at convergence either way."""
+    cosine, ev = rms_finding(REFERENCE_PATH, CLOSING_THEN_FROZEN, decays_from=30)
+    assert ev.trend_point("block_rmsnorm", "baseline") == (7, False)
+    assert cosine.trend == "flat as the rate decays" and not cosine.still_changing
+    assert "(flat as the rate decays)" in cosine.measurement and "settled" not in cosine.measurement
+    assert cosine.flattened is None and cosine.untested_at_convergence  # not measurable: never "converged"
+    wsd, ev = rms_finding(REFERENCE_PATH, CLOSING_THEN_FROZEN, decays_from=640)
+    assert ev.trend_point("block_rmsnorm", "baseline") == (5, True)  # step 600: the last point at the peak rate
+    def point(decays_from: int) -> tuple[int, bool]:
+        return rms_finding(REFERENCE_PATH, CLOSING_THEN_FROZEN, decays_from)[1].trend_point("block_rmsnorm", "baseline")
+
+    assert point(600) == (5, True)  # a point at the step the decay starts was measured at the peak rate
+    assert point(150) == (7, False)  # one point at the peak rate is no stretch: the last two, under the decaying rate
+    assert wsd.still_changing and wsd.trend == "closing" and wsd.untested_at_convergence
+    assert "from step 500 to 600, the last stretch at the peak rate it moved -0.125" in wsd.measurement
+    # the old reading (no schedule known: the last two points) called the same curve settled
+    legacy, _ = rms_finding(REFERENCE_PATH, CLOSING_THEN_FROZEN, decays_from=None)
+    assert legacy.trend == "settled" and not legacy.untested_at_convergence
+
+
+def test_settled_and_flattened_where_the_peak_rate_stretch_stopped_moving():
+    """On wsd, an effect and a reference that stopped moving before the cool-down: the claim is settled and the budget
+    has flattened (the reference moved within the finest effect the claims resolve), so the verdict stands as tested
+    at convergence; a reference still falling at the peak rate leaves the same claim untested."""
+    flat_reference = [3.0, 2.5, 2.25, 2.0625, 2.0, 2.0, 1.875, 1.75]
+    flat_gap = [v + 0.0625 for v in flat_reference]
+    f, ev = rms_finding(flat_reference, flat_gap, decays_from=640)
+    assert f.trend == "settled" and not f.still_changing
+    flat, text = ev.plateau()
+    assert flat is True and f.flattened is True and not f.untested_at_convergence
+    assert "moved +0.000" in text and "from step 500 to 600 at its peak rate, within" in text
+    falling = REFERENCE_PATH
+    f, ev = rms_finding(falling, [v + 0.0625 for v in falling], decays_from=640)
+    assert f.trend == "settled" and f.flattened is False and f.untested_at_convergence
+    assert "beyond the finest effect" in ev.plateau()[1]
+    assert ev.plateau()[0] is False
+    _, ev = rms_finding(falling, falling, decays_from=30)
+    assert ev.plateau()[0] is None and "not measurable" in ev.plateau()[1]
+
+
+def test_nguyens_estimates_are_named_by_the_rates_they_compare_and_matched_like_for_like_across_budgets(tmp_path):
+    """Issue 56's Nguyen case: at 300 steps "post − pre" read pre-norm at lr 0.01 (its best), at 800 both at 0.002. The
+    names say which; the 300-step row also shows post − pre at the reference rate, and that like-for-like estimate is
+    what a longer budget's is held to (−0.059 ± 0.021 → −0.018 ± 0.017 moved 0.041 > 0.027: untested)."""
+    from miniformer.study.budgets import moved_estimates
+    from miniformer.study.stats import Estimate
+
+    claim = "With warm-up, pre-norm is not always better at the end"
+    m = {"baseline": base(), "block_post_norm": seeds(2.0), "baseline/lr=0.01": seeds(1.9)}
+    sweeps = {"baseline": [("baseline", 0.002), ("baseline/lr=0.01", 0.01)],
+              "block_post_norm": [("block_post_norm", 0.002)]}
+    (f,) = [f for f in claims(Evidence(m, sweeps=sweeps)) if f.claim == claim]
+    best = "post − pre at their best rates (post 0.002, pre 0.01)"
+    assert list(f.estimates) == [best, "post − pre at lr 0.002"] and f.judged == (best,)
+    assert f.estimates[best].value == pytest.approx(0.1) and f.estimates["post − pre at lr 0.002"].value == \
+        pytest.approx(0.0)
+    unswept = {"baseline": [("baseline", 0.002)], "block_post_norm": [("block_post_norm", 0.002)]}
+    (one,) = [f for f in claims(Evidence(m, sweeps=unswept)) if f.claim == claim]
+    assert list(one.estimates) == ["post − pre at lr 0.002"]
+    here = Finding(measurement="", verdict="reproduced", claim=claim, source="s", converged=True, judged=(best,),
+                   estimates={best: Estimate(-0.070, 0.021, 0.01, 0.0, 0.95),
+                              "post − pre at lr 0.002": Estimate(-0.059, 0.021, 0.01, 0.0, 0.95)})
+    longer = {"judged": ["post − pre at lr 0.002"],
+              "estimates": {"post − pre at lr 0.002": {"effect": -0.018, "half_width": 0.017}}}
+    assert moved_estimates(here, longer) == [("post − pre at lr 0.002", -0.059, -0.018)]  # like for like only
+    longer["estimates"]["post − pre at lr 0.002"]["effect"] = -0.050
+    assert moved_estimates(here, longer) == []  # within √(h₁² + h₂²): and never the best-rate one against it

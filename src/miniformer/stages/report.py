@@ -33,6 +33,7 @@ from miniformer.runtime import files
 from miniformer.runtime.checkpoints import fingerprint
 from miniformer.runtime.files import STAGES_FIRST, atomic_write_text, read_json, write_json
 from miniformer.runtime.provenance import check_digest, read_sealed_json
+from miniformer.runtime.schedule import decay_start
 from miniformer.runtime.tokendata import TokenData
 from miniformer.study import figures, hovermap
 from miniformer.study.bibliography import REFERENCES
@@ -46,7 +47,7 @@ from miniformer.study.claim_table import (
     read_claims_document,
     sections_of_claims,
 )
-from miniformer.study.claims import CLAIMS, TESTS, check_experiments, claims
+from miniformer.study.claims import CLAIMS, FLAT_DECAYING, TESTS, check_experiments, claims
 from miniformer.study.contents import with_contents
 from miniformer.study.findings import VERDICTS, Evidence, breakages, peer_comparisons
 from miniformer.study.roles import (
@@ -479,7 +480,8 @@ def load_evidence(study: Study, results: Path, data: TokenData) -> Evidence:
             for e, p in read_crosscheck(results).items()}
     return Evidence(nested, samples, study.findings, unigram_loss(data), sweeps, study.reference, init,
                     {name: c.train.objective for name, c in configs.items()},
-                    {name: c.train.lr for name, c in configs.items()}, peer)
+                    {name: c.train.lr for name, c in configs.items()}, peer,
+                    {name: decay_start(c.train) for name, c in configs.items()})
 
 
 def environment(base: RunConfig, perf: dict, data_hash: str) -> dict[str, str]:
@@ -516,6 +518,7 @@ def build_report(study: Study, results: Path, out: Path, data_dir: Path = DATA_D
     r = ReportInputs(study, results, RunFiles(study, results, provenance), ev,
                      study.config(study.reference, study.seeds[0]), {}, text_references(data))
     found = claims(ev)
+    plateau = ev.plateau()  # after the claims: its yardstick is the finest effect they resolve
     steps = r.base.train.steps
     budgets = read_budgets(results)
     totals = totals_context(found, steps, budgets)
@@ -553,6 +556,7 @@ def build_report(study: Study, results: Path, out: Path, data_dir: Path = DATA_D
         budget_table=budget_rows(found, budgets, headline_effect, steps),
         longest=max([steps, *(b.steps for b in budgets)]),
         **settings_context(claim_records(found), here, steps, read_settings(results)),
+        plateau_flat=plateau[0], plateau_text=plateau[1], flat_decaying=FLAT_DECAYING,
     )
     atomic_write_text(out, with_contents(html))
     # the claims as data: `miniformer compare`, a paper's table, another budget's report (results/budgets/)

@@ -65,11 +65,15 @@ def _headline(record: dict | None) -> str:
 
 
 def moved_estimates(here: Finding, there: dict) -> list[tuple[str, float, float]]:
-    """The judged effects of the claim that moved between two budgets beyond √(h₁² + h₂²) (claim_table.moved), each
-    matched by name (never against another arm): (name, its value here, its value there)."""
-    theirs = dict(_judged(there))
+    """The effects of the claim that moved between two budgets beyond √(h₁² + h₂²) (claim_table.moved), each matched
+    by name, so by what it measures (never against another arm or another rate): every estimate either budget's
+    verdict reads, where the other budget measured the same one. Two budgets share seeds, inits and data order, so the
+    independent intervals' test is conservative: it misses moves a paired one would catch, and a move it reports is
+    one."""
+    theirs = (there or {}).get("estimates") or {}
+    names = dict.fromkeys([*(here.judged or here.estimates), *judged_names(there)])
     out = []
-    for name in here.judged or here.estimates:
+    for name in names:
         mine = here.estimates.get(name)
         if mine is not None and not math.isinf(mine.half_width) and moved(
                 {"effect": mine.value, "half_width": mine.half_width}, theirs.get(name)):
@@ -154,7 +158,7 @@ def at_longest_budget(found: list[Finding], steps: int, budgets: list[Budget]) -
         if ran:
             changing = bool(ran[-1].get("still_changing")) or moved_between(f, ran[-1])
             out.append(replace(f, verdict=ran[-1]["verdict"], still_changing=changing,
-                               trend=ran[-1].get("trend", "")))
+                               trend=ran[-1].get("trend", ""), flattened=ran[-1].get("flattened", True)))
             continue
         shorter = [b.claims[f.claim] for b in budgets if b.steps < steps and f.claim in b.claims]
         moved = f.converged and any(moved_between(f, r) for r in shorter)
@@ -162,15 +166,16 @@ def at_longest_budget(found: list[Finding], steps: int, budgets: list[Budget]) -
     return out
 
 
-def untested_mark(still_changing: bool, trend: str, moved: bool) -> str:
+def untested_mark(still_changing: bool, trend: str, moved: bool, flattened: bool | None = True) -> str:
     """What a converged claim's verdict at a budget is worth: untested when its effect still moves as that training
-    ends (and which way), or when its effect moved between the budgets."""
+    ends (and which way), when its effect moved between the budgets, or when that budget's curve has not flattened
+    (a file written before the plateau was measured says nothing of it: read as flattened)."""
     if still_changing and trend in ("closing", "widening"):
         return f"; converged claim untested: still changing, {trend}"
     if still_changing or moved:
         return "; converged claim untested: " + ("still changing" if still_changing else
                                                  "its effect moved between the budgets")
-    return ""
+    return "" if flattened else "; converged claim untested: that budget has not flattened"
 
 
 def longer_marks(found: list[Finding], steps: int, budgets: list[Budget]) -> list[str]:
@@ -183,7 +188,8 @@ def longer_marks(found: list[Finding], steps: int, budgets: list[Budget]) -> lis
         longer = _ran_longer(f, steps, budgets)
         for b, r in longer:
             moves = moved_estimates(f, r)
-            mark = untested_mark(bool(r.get("still_changing")), r.get("trend", ""), bool(moves))
+            mark = untested_mark(bool(r.get("still_changing")), r.get("trend", ""), bool(moves),
+                                 r.get("flattened", True))
             values = f" ({_moves(moves, True)})" if moves else ""
             text += f"; {r['verdict']} at {b.steps} steps ({b.profile}{mark}{values})"
         if not longer and f.converged and f.verdict != NOT_RUN:  # the longest: moved to here?

@@ -34,7 +34,8 @@ def claim_records(found: list[Finding]) -> list[dict]:
                      for name, e in f.estimates.items()}
         records.append({"claim": f.claim, "source": f.source, "test": f.test, "counted": f.counted,
                         "verdict": f.verdict, "converged": f.converged, "still_changing": f.still_changing,
-                        "trend": f.trend, "judged": list(f.judged or f.estimates), "estimates": estimates})
+                        "flattened": f.flattened, "trend": f.trend, "judged": list(f.judged or f.estimates),
+                        "estimates": estimates})
     return records
 
 
@@ -123,8 +124,10 @@ def budget_mark(f: Finding, steps: int | None) -> str:
     if not f.converged or steps is None:
         return ""
     way = f", {f.trend}" if f.trend in ("closing", "widening") else ""
-    return f" at {steps} steps" + (f" (converged claim untested: still changing{way})" if f.untested_at_convergence
-                                   else "")
+    if not f.untested_at_convergence:
+        return f" at {steps} steps"
+    why = f"still changing{way}" if f.still_changing else "this budget has not flattened"
+    return f" at {steps} steps (converged claim untested: {why})"
 
 
 def glance_rows(found: list[Finding], steps: int | None = None, longer: list[str] | None = None) -> list[dict]:

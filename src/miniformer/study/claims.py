@@ -9,6 +9,7 @@ a row names are the ones params.yaml must define (``required_experiments``).
 
 from __future__ import annotations
 
+import dataclasses
 import math
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -193,6 +194,9 @@ def compare(a: str, b: str, rule: str, label: str, key: str = "val_loss", quanti
     return judge
 
 
+FLAT_DECAYING = "flat as the rate decays"
+
+
 def gap_over_training(ev: Evidence, a: str, b: str) -> str:
     """Which way a val-loss gap moves: its value at the first and the last curve point (a verdict at the study's
     budget can be about learning speed, not capacity; this says which way it is heading)."""
@@ -213,19 +217,24 @@ def gap_over_training(ev: Evidence, a: str, b: str) -> str:
     if change is not None:
         since, e = change
         moving = last_move_word(ev, a, b)
-        moving = moving if moving == "settled" else f"still changing: {moving}"
-        text += f"; since step {since} it moved {ev.text(e)}, paired over windows and seeds ({moving})"
+        moving = moving if moving in ("settled", FLAT_DECAYING) else f"still changing: {moving}"
+        k, at_peak = ev.trend_point(a, b)
+        to = ev.runs(a)[0].curve_steps()[k]
+        where = "" if k == len(ev.runs(a)[0].curve_steps()) - 1 else ", the last stretch at the peak rate"
+        text += f"; from step {since} to {to}{where} it moved {ev.text(e)}, paired over windows and seeds ({moving})"
     return text
 
 
 def last_move_word(ev: Evidence, a: str, b: str) -> str:
-    """Which way the val-loss gap a − b moves as training ends: "closing" or "widening" when its last move's interval
-    excludes no move (toward zero, or away from it), "settled" when not; "" without a curve."""
+    """Which way the val-loss gap a − b moves at its trend point (Evidence.trend_point): "closing" or "widening" when
+    the move's interval excludes no move (toward zero, or away from it); when it does not, "settled" where both rates
+    were still at their peak, "flat as the rate decays" where they were not (a decaying rate's tail moves little
+    whatever the model would still do: no sign of a plateau); "" without a curve."""
     change, points = ev.last_change(a, b), [e for _, e in ev.curve(a, b) if e is not None]
     if change is None or not points:
         return ""
     if greater(change[1]) == "undecided":
-        return "settled"
+        return "settled" if ev.trend_point(a, b)[1] else FLAT_DECAYING
     return "closing" if (change[1].value > 0) != (points[-1].value > 0) else "widening"
 
 
@@ -654,17 +663,28 @@ def warmup_needed(ev: Evidence) -> Judgement:
 
 
 def post_norm_not_worse(ev: Evidence) -> Judgement:
-    """Nguyen & Salazar 2019: with warm-up, post-norm at its best learning rate is not worse than pre-norm at its."""
+    """Nguyen & Salazar 2019: with warm-up, post-norm at its best learning rate is not worse than pre-norm at its.
+    Each estimate is named by the rates it compares, so another budget's is matched only by what it measures: at the
+    best rates where a sweep ran (and, beside it, like for like at the reference rate), else at the one rate."""
     best_post, best_pre = ev.best_lr_run("block_post_norm"), ev.best_lr_run("baseline")
     both = bool(best_post and best_pre)
     e = ev.effect(best_post, best_pre) if both else None
     rates = {r for x in ("block_post_norm", "baseline") for name, r in ev.sweeps.get(x, []) if ev.m.has(name)}
+    reference = rate_of(ev, REFERENCE)
+    at = {run: rate_of(ev, run) for run in (best_post, best_pre) if run}
+    same = both and at[best_post] == at[best_pre] == reference
+    name = ("post − pre" if reference is None or not both else f"post − pre at lr {reference:g}" if same else
+            f"post − pre at their best rates (post {at[best_post]:g}, pre {at[best_pre]:g})")
+    estimates = {name: e}
+    if both and not same and ev.m.has("block_post_norm") and reference is not None:
+        estimates[f"post − pre at lr {reference:g}"] = ev.effect("block_post_norm", REFERENCE)  # like for like
     tuned = (f"each at its best learning rate ({best_post}, {best_pre})" if len(rates) > 1 else
              "both at the one rate this profile ran (no rate sweep: untuned, unlike the source's comparison)")
+    like = "".join(f"; {n} (like for like, shown) = {ev.text(x)}" for n, x in list(estimates.items())[1:])
     return Judgement(f"post − pre val loss, {tuned} = {ev.text(e)} "
-                     f"(holds if ≤ {ev.cfg.equivalence_margin})", at_most(e, ev.cfg.equivalence_margin),
-                     {"post − pre": e}, both and ev.changing(best_post, best_pre),
-                     (best_post, best_pre) if both else None)
+                     f"(holds if ≤ {ev.cfg.equivalence_margin}){like}", at_most(e, ev.cfg.equivalence_margin),
+                     estimates, both and ev.changing(best_post, best_pre),
+                     (best_post, best_pre) if both else None, judged=(name,))
 
 
 def paired_over_inits(ev: Evidence, a: list[float], b: list[float]) -> Estimate | None:
@@ -1057,8 +1077,14 @@ CLAIMS: tuple[Claim, ...] = (
 
 
 def claims(ev: Evidence) -> list[Finding]:
-    """One Finding per published claim the study checks, each computed from the run's metrics."""
-    return [c.finding(ev) for c in CLAIMS]
+    """One Finding per published claim the study checks, each computed from the run's metrics; each marked with
+    whether this budget has flattened (Evidence.plateau), against the finest effect the counted ones resolve."""
+    found = [c.finding(ev) for c in CLAIMS]
+    widths = [e.half_width for f in found if f.counted for name, e in f.estimates.items()
+              if e is not None and name in (f.judged or f.estimates) and math.isfinite(e.half_width)]
+    ev.finest_effect = min(widths) if widths else None
+    flattened = ev.plateau()[0] if ev.decays_from is not None else True
+    return [dataclasses.replace(f, flattened=flattened) for f in found]
 
 
 def required_experiments() -> set[str]:

@@ -60,10 +60,13 @@ class Finding(Judgement):
     # the converged claim is untested here whichever way it came out (the report and the totals say so)
     converged: bool = False
     trend: str = ""  # the followed effect as training ends: "closing", "widening", "settled" ("" when not followed)
+    # the budget's curve has flattened (Evidence.plateau): False or None (not measurable) leaves a converged claim
+    # untested here whichever way it came out
+    flattened: bool | None = True
 
     @property
     def untested_at_convergence(self) -> bool:
-        return self.converged and self.still_changing
+        return self.converged and (self.still_changing or not self.flattened)
 
 
 def learned(val: float, unigram: float | None, reference: float | None, cfg: FindingsConfig) -> bool:
@@ -214,6 +217,7 @@ class Evidence(Contrasts):
         pools: dict[str, str] | None = None,
         rates: dict[str, float] | None = None,
         peer: dict[str, dict[str, float]] | None = None,
+        decays_from: dict[str, int] | None = None,
     ) -> None:
         self.cfg = cfg or FindingsConfig()
         super().__init__(Metrics(nested, reference), samples or {}, Interval(self.cfg.confidence, self.cfg.bootstrap),
@@ -223,6 +227,10 @@ class Evidence(Contrasts):
         self.sweeps = sweeps or {}  # experiment -> [(run name, learning rate)]: the experiment and its sweep points
         # experiment -> the peer's val loss per init ("own", "ours"), where the cross-check ran: a setting or our arm?
         self.peer = peer or {}
+        # run -> the step its rate starts to decay (runtime/schedule.decay_start); a trend is read where neither run's
+        # rate has started to decay. Not given (a test's stand-in study): every curve point counts as read at the peak
+        self.decays_from = decays_from
+        self.finest_effect: float | None = None  # the smallest half-width a counted claim resolves: plateau's yardstick
         self._curves: dict[tuple[str, str], list] = {}
 
     # --- estimates ---------------------------------------------------------------------------------------------------
@@ -302,24 +310,62 @@ class Evidence(Contrasts):
             out.append((step, self.contrast(source_quantity(source), [source], [(a, 1.0), (b, -1.0)])))
         return out
 
-    def last_change(self, a: str, b: str) -> tuple[int, Estimate] | None:
-        """How much the val-loss effect a − b moved between the last two curve points, paired: per window (the curve
-        scores the same windows at every point) and per seed, so the text and the seeds both runs share cancel. (the
-        step it moved from, the estimate), or None without a curve."""
+    def trend_point(self, a: str, b: str) -> tuple[int, bool] | None:
+        """Which curve point the trend of a − b is read at, and whether both runs were still at their peak rate there:
+        the last point before either rate decays, when two points lie there (a wsd schedule's stable phase), else the
+        last point (under a decaying rate, whose last moves are small whatever the model would still do). None
+        without two curve points."""
         runs = self.runs(a)
         steps = runs[0].curve_steps() if runs else []
         if len(steps) < 2:
             return None
-        source = f"curve_change:{len(steps) - 1}"
+        if self.decays_from is None:
+            return len(steps) - 1, True
+        peak_until = min(self.decays_from.get(a, 0), self.decays_from.get(b, 0))
+        at_peak = [k for k, step in enumerate(steps) if step <= peak_until]
+        return (at_peak[-1], True) if len(at_peak) >= 2 else (len(steps) - 1, False)
+
+    def last_change(self, a: str, b: str) -> tuple[int, Estimate] | None:
+        """How much the val-loss effect a − b moved into its trend point (trend_point) from the curve point before,
+        paired: per window (the curve scores the same windows at every point) and per seed, so the text and the seeds
+        both runs share cancel. (the step it moved from, the estimate), or None without a curve."""
+        point = self.trend_point(a, b)
+        if point is None:
+            return None
+        k, steps = point[0], self.runs(a)[0].curve_steps()
+        source = f"curve_change:{k}"
         if not self.has_samples([a, b], source):
             return None
         e = self.contrast(source_quantity(source), [source], [(a, 1.0), (b, -1.0)])
-        return None if e is None else (steps[-2], e)
+        return None if e is None else (steps[k - 1], e)
 
     def changing(self, a: str, b: str) -> bool:
-        """The effect still moving as training ends: its last move's interval excludes no move at all."""
+        """The effect still moving: its move into the trend point has an interval that excludes no move at all."""
         change = self.last_change(a, b)
         return change is not None and greater(change[1]) != "undecided"
+
+    def plateau(self) -> tuple[bool | None, str]:
+        """Whether this budget has flattened, and the measurement in words: the reference's own val loss over the last
+        100-step stretch where its rate had not started to decay, against the finest effect the claims resolve (the
+        smallest half-width of a counted claim's estimates, set by the report). Flattened when that move's whole
+        interval is within ± that effect. None: not measurable (no two curve points at the peak rate: a decaying
+        schedule, whose tail moves little whatever the model would still do)."""
+        ref = self.reference
+        point = self.trend_point(ref, ref)
+        if point is None or not point[1] or self.decays_from is None:
+            return None, ("not measurable: the rate decays from the warm-up on (cosine), so no stretch of the curve "
+                          "shows what the model would still do at a constant rate")
+        k, steps = point[0], self.runs(ref)[0].curve_steps()
+        source = f"curve_change:{k}"
+        move = self.contrast(source_quantity(source), [source], [(ref, 1.0)]) if self.has_samples([ref], source) \
+            else None
+        if move is None or self.finest_effect is None:
+            return None, "not measurable: no curve windows"
+        bound = abs(move.value) + move.half_width
+        flat = bound <= self.finest_effect
+        return flat, (f"the reference's val loss moved {move.text()} from step {steps[k - 1]} to {steps[k]} at its "
+                      f"peak rate, {'within' if flat else 'beyond'} the finest effect the counted claims resolve "
+                      f"(± {self.finest_effect:.3f})")
 
     # --- the learning-rate sweeps -------------------------------------------------------------------------------------
 

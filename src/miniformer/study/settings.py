@@ -24,7 +24,7 @@ from pathlib import Path
 
 from miniformer.errors import UserError
 from miniformer.params import REPLICATION
-from miniformer.study.claim_table import estimate_text, judged_names, read_claims_document
+from miniformer.study.claim_table import estimate_text, judged_names, moved, read_claims_document
 
 SETTINGS_DIR = "settings"  # results/settings/<setting>.json: a replication setting's claims.json
 NOT_RUN = "not run"
@@ -89,14 +89,18 @@ def cell(record: dict | None) -> dict:
     return {"verdict": record["verdict"], "effects": effects}
 
 
-def settings_rows(mine: list[dict], settings: list[Setting]) -> list[dict]:
+def settings_rows(mine: list[dict], settings: list[Setting], here: dict | None = None) -> list[dict]:
     """One row per claim of this run (its claims-file records, in the report's order): a cell per setting, this
-    run's first, and the combined word (counted claims only: a proxy's word is shown, not totalled)."""
+    run's first, the combined word (counted claims only: a proxy's word is shown, not totalled), and how its effects
+    move with the model's size where two settings differ in size alone (``here``: this run's setting)."""
+    descriptions = [here or {}, *(s.description for s in settings)]
     rows = []
     for number, record in enumerate(mine, 1):
-        cells = [cell(record), *(cell(s.claims.get(record["claim"])) for s in settings)]
+        records = [record, *(s.claims.get(record["claim"]) for s in settings)]
+        cells = [cell(r) for r in records]
         rows.append({"number": number, "claim": record["claim"], "counted": record.get("counted", True),
-                     "cells": cells, "combined": combined_word([c["verdict"] for c in cells])})
+                     "cells": cells, "combined": combined_word([c["verdict"] for c in cells]),
+                     "size_trend": size_trend(records, descriptions)})
     return rows
 
 
@@ -119,7 +123,42 @@ def settings_context(mine: list[dict], here: dict, steps: int | None, settings: 
                      here_name: str = "this run") -> dict:
     """What the claims × settings table (templates/settings.j2) reads: this run's claims-file records and setting,
     and each replication setting's."""
-    rows = settings_rows(mine, settings)
+    rows = settings_rows(mine, settings, here)
     return {"settings": [{"profile": here_name, "label": setting_label(here, steps)},
                          *({"profile": s.profile, "label": setting_label(s.description, s.steps)} for s in settings)],
-            "settings_table": rows, "setting_totals": word_totals(rows), "replication_names": REPLICATION}
+            "settings_table": rows, "setting_totals": word_totals(rows), "replication_names": REPLICATION,
+            "size_pairs": bool(size_pairs([here, *(s.description for s in settings)]))}
+
+
+def size_pairs(descriptions: list[dict]) -> list[tuple[int, int]]:
+    """Pairs of setting columns (smaller model, larger model) that read the same text the same way and differ in the
+    model's size only as far as a claims file records it: where an effect's trend with size can be read."""
+    same_text = ("corpus", "tokenizer", "vocab_size", "block_size")
+    pairs = []
+    for i, a in enumerate(descriptions):
+        for j, b in enumerate(descriptions):
+            if (a.get("parameters") and b.get("parameters") and a["parameters"] < b["parameters"]
+                    and all(a.get(k) == b.get(k) for k in same_text)):
+                pairs.append((i, j))
+    return pairs
+
+
+def size_trend(records: list[dict | None], descriptions: list[dict]) -> list[str]:
+    """Per pair of size_pairs, how each estimate the claim's verdict reads moved from the smaller model to the larger:
+    "h=1 − h=4 +0.060 → +0.042 (0.41 M → 0.80 M parameters: toward zero, beyond both intervals)". The move is
+    called one only when it exceeds √(h₁² + h₂²), the half-width of the difference of two independent intervals."""
+    out = []
+    for i, j in size_pairs(descriptions):
+        small, large = records[i], records[j]
+        if small is None or large is None:
+            continue
+        for name in judged_names(large):
+            a, b = (small.get("estimates") or {}).get(name), (large.get("estimates") or {}).get(name)
+            if not a or not b or a.get("effect") is None or b.get("effect") is None:
+                continue
+            shift = moved(a, b)
+            way = ("toward zero" if abs(b["effect"]) < abs(a["effect"]) else "away from zero") if shift else \
+                "no move its intervals resolve"
+            out.append(f"{name} {a['effect']:+.3f} → {b['effect']:+.3f} ({descriptions[i]['parameters'] / 1e6:.2f} M → "
+                       f"{descriptions[j]['parameters'] / 1e6:.2f} M parameters: {way})")
+    return out
