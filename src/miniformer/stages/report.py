@@ -518,7 +518,7 @@ def build_report(study: Study, results: Path, out: Path, data_dir: Path = DATA_D
     r = ReportInputs(study, results, RunFiles(study, results, provenance), ev,
                      study.config(study.reference, study.seeds[0]), {}, text_references(data))
     found = claims(ev)
-    plateau = ev.plateau()  # after the claims: its yardstick is the finest effect they resolve
+    plateau = ev.plateau()
     steps = r.base.train.steps
     budgets = read_budgets(results)
     totals = totals_context(found, steps, budgets)
@@ -556,7 +556,8 @@ def build_report(study: Study, results: Path, out: Path, data_dir: Path = DATA_D
         budget_table=budget_rows(found, budgets, headline_effect, steps),
         longest=max([steps, *(b.steps for b in budgets)]),
         **settings_context(claim_records(found), here, steps, read_settings(results)),
-        plateau_flat=plateau[0], plateau_text=plateau[1], flat_decaying=FLAT_DECAYING,
+        plateau_bound=plateau[0], plateau_text=plateau[1], flat_decaying=FLAT_DECAYING,
+        flattened_count=sum(c.counted and c.converged and bool(c.flattened) for c in found),
     )
     atomic_write_text(out, with_contents(html))
     # the claims as data: `miniformer compare`, a paper's table, another budget's report (results/budgets/)

@@ -1078,13 +1078,20 @@ CLAIMS: tuple[Claim, ...] = (
 
 def claims(ev: Evidence) -> list[Finding]:
     """One Finding per published claim the study checks, each computed from the run's metrics; each marked with
-    whether this budget has flattened (Evidence.plateau), against the finest effect the counted ones resolve."""
+    whether the curve has flattened for it: the reference may still move (Evidence.plateau) no more per 100 steps than
+    the claim resolves (the widest half-width of the estimates its verdict reads)."""
     found = [c.finding(ev) for c in CLAIMS]
-    widths = [e.half_width for f in found if f.counted for name, e in f.estimates.items()
-              if e is not None and name in (f.judged or f.estimates) and math.isfinite(e.half_width)]
-    ev.finest_effect = min(widths) if widths else None
-    flattened = ev.plateau()[0] if ev.decays_from is not None else True
-    return [dataclasses.replace(f, flattened=flattened) for f in found]
+    if ev.decays_from is None:  # a stand-in study with no schedule: nothing to measure the plateau on
+        return found
+    bound = ev.plateau()[0]
+    return [dataclasses.replace(f, flattened=None if bound is None else bound <= claim_resolution(f)) for f in found]
+
+
+def claim_resolution(f: Finding) -> float:
+    """The widest half-width of the estimates a finding's verdict reads: the finest effect it can tell from none
+    (infinite without one)."""
+    widths = [e.half_width for name, e in f.estimates.items() if e is not None and name in (f.judged or f.estimates)]
+    return max(widths) if widths else math.inf
 
 
 def required_experiments() -> set[str]:

@@ -60,8 +60,8 @@ class Finding(Judgement):
     # the converged claim is untested here whichever way it came out (the report and the totals say so)
     converged: bool = False
     trend: str = ""  # the followed effect as training ends: "closing", "widening", "settled" ("" when not followed)
-    # the budget's curve has flattened (Evidence.plateau): False or None (not measurable) leaves a converged claim
-    # untested here whichever way it came out
+    # the budget's curve has flattened for this claim: the reference's peak-rate move per 100 steps (Evidence.plateau)
+    # within the claim's own resolution; False, or None (not measurable), leaves a converged claim untested here
     flattened: bool | None = True
 
     @property
@@ -230,7 +230,6 @@ class Evidence(Contrasts):
         # run -> the step its rate starts to decay (runtime/schedule.decay_start); a trend is read where neither run's
         # rate has started to decay. Not given (a test's stand-in study): every curve point counts as read at the peak
         self.decays_from = decays_from
-        self.finest_effect: float | None = None  # the smallest half-width a counted claim resolves: plateau's yardstick
         self._curves: dict[tuple[str, str], list] = {}
 
     # --- estimates ---------------------------------------------------------------------------------------------------
@@ -344,11 +343,11 @@ class Evidence(Contrasts):
         change = self.last_change(a, b)
         return change is not None and greater(change[1]) != "undecided"
 
-    def plateau(self) -> tuple[bool | None, str]:
-        """Whether this budget has flattened, and the measurement in words: the reference's own val loss over the last
-        100-step stretch where its rate had not started to decay, against the finest effect the claims resolve (the
-        smallest half-width of a counted claim's estimates, set by the report). Flattened when that move's whole
-        interval is within ± that effect. None: not measurable (no two curve points at the peak rate: a decaying
+    def plateau(self) -> tuple[float | None, str]:
+        """How far this budget still moves, and the measurement in words: the reference's own val loss over the last
+        100-step stretch where its rate had not started to decay, as the bound |move| + its 95 % half-width (what the
+        loss may still move per 100 steps). A claim resolving effects no finer than that is read where the curve has
+        flattened for it (claims.claims). None: not measurable (no two curve points at the peak rate: a decaying
         schedule, whose tail moves little whatever the model would still do)."""
         ref = self.reference
         point = self.trend_point(ref, ref)
@@ -359,13 +358,11 @@ class Evidence(Contrasts):
         source = f"curve_change:{k}"
         move = self.contrast(source_quantity(source), [source], [(ref, 1.0)]) if self.has_samples([ref], source) \
             else None
-        if move is None or self.finest_effect is None:
+        if move is None:
             return None, "not measurable: no curve windows"
         bound = abs(move.value) + move.half_width
-        flat = bound <= self.finest_effect
-        return flat, (f"the reference's val loss moved {move.text()} from step {steps[k - 1]} to {steps[k]} at its "
-                      f"peak rate, {'within' if flat else 'beyond'} the finest effect the counted claims resolve "
-                      f"(± {self.finest_effect:.3f})")
+        return bound, (f"the reference's val loss moved {move.text()} from step {steps[k - 1]} to {steps[k]} at its "
+                       f"peak rate: up to {bound:.3f} per 100 steps")
 
     # --- the learning-rate sweeps -------------------------------------------------------------------------------------
 
