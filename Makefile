@@ -26,7 +26,8 @@ venv: $(VENV)/.installed
 study: venv
 	snakemake --cores $(CORES) all --config profile=default
 
-# the converged reference: only the runs the converged claims read, their seeds, 800 steps (≈ 100 min on 2 cores). It
+# the longer budget: only the runs the converged claims read, their seeds, 800 steps on a warm-up–stable–decay schedule
+# (≈ 100 min on 2 cores; "converged" only where its report's plateau test says so). It
 # trains into results/ like every profile: run it in a clone of its own, then hand its claims to the default report
 # (README, "Two budgets")
 long: venv

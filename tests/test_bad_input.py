@@ -257,7 +257,7 @@ def test_repository_params_are_valid_under_every_profile():
 
 
 def test_the_long_profile_trains_exactly_the_runs_the_converged_claims_read():
-    """The converged reference (params.yaml `profiles.long`) lists its experiments by hand; this holds the list to the
+    """The longer budget (params.yaml `profiles.long`) lists its experiments by hand; this holds the list to the
     claims, so a new converged claim cannot be left out of it (nor a run kept that no converged claim reads)."""
     from miniformer.study.claims import CLAIMS
     study = Study.load(REPO_PARAMS, "long")

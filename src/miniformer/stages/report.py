@@ -518,7 +518,6 @@ def build_report(study: Study, results: Path, out: Path, data_dir: Path = DATA_D
     r = ReportInputs(study, results, RunFiles(study, results, provenance), ev,
                      study.config(study.reference, study.seeds[0]), {}, text_references(data))
     found = claims(ev)
-    plateau = ev.plateau()
     steps = r.base.train.steps
     budgets = read_budgets(results)
     totals = totals_context(found, steps, budgets)
@@ -556,8 +555,7 @@ def build_report(study: Study, results: Path, out: Path, data_dir: Path = DATA_D
         budget_table=budget_rows(found, budgets, headline_effect, steps),
         longest=max([steps, *(b.steps for b in budgets)]),
         **settings_context(claim_records(found), here, steps, read_settings(results)),
-        plateau_bound=plateau[0], plateau_text=plateau[1], flat_decaying=FLAT_DECAYING,
-        flattened_count=sum(c.counted and c.converged and bool(c.flattened) for c in found),
+        **plateau_context(ev, found),
     )
     atomic_write_text(out, with_contents(html))
     # the claims as data: `miniformer compare`, a paper's table, another budget's report (results/budgets/)
@@ -585,6 +583,14 @@ def build_settings_page(results: Path, mine: Path, out: Path) -> Path:
         **settings_context(document["claims"], document.get("setting") or {}, document.get("steps"), settings, name))
     atomic_write_text(out, html)
     return out
+
+
+def plateau_context(ev: Evidence, found: list) -> dict:
+    """The method note's plateau test: how far the reference may still move per 100 steps at its peak rate, and how
+    many converged claims resolve no finer than that (flattened for them)."""
+    bound, text = ev.plateau()
+    return {"plateau_bound": bound, "plateau_text": text, "flat_decaying": FLAT_DECAYING,
+            "flattened_count": sum(c.counted and c.converged and bool(c.flattened) for c in found)}
 
 
 def setting_of(study: Study, base: RunConfig, data: TokenData, ev: Evidence) -> dict:

@@ -35,6 +35,9 @@ REFERENCES: dict[str, Reference] = {
                             "Normalization in the Transformer Architecture", "ICML 2020, arXiv:2002.04745"),
     "Dong 2021": Reference("Dong, Cordonnier, Loukas", 2021, "Attention is Not All You Need: Pure Attention Loses "
                            "Rank Doubly Exponentially with Depth", "ICML 2021, arXiv:2103.03404"),
+    "Hägele 2024": Reference("Hägele, Bakouch, Kosson, Ben Allal, Von Werra, Jaggi", 2024, "Scaling Laws and "
+                             "Compute-Optimal Training Beyond Fixed Training Durations",
+                             "NeurIPS 2024, arXiv:2405.18392"),
     "Zhai 2023": Reference("Zhai, Likhomanenko, Littwin, Busbridge, Ramapuram, Zhang, Gu, Susskind", 2023,
                            "Stabilizing Transformer Training by Preventing Attention Entropy Collapse",
                            "ICML 2023, arXiv:2303.06296"),

@@ -202,7 +202,90 @@ class Contrasts:
 
 
 
-class Evidence(Contrasts):
+class CurveContrasts(Contrasts):
+    """Effects over training: a val-loss contrast at each point of the runs' curve, and where its trend is read (the
+    last stretch where the learning rates had not started to decay), the move there, and the plateau test."""
+
+    reference: str
+    decays_from: dict[str, int] | None  # run -> the step its rate starts to decay; None: every point at the peak
+    _curves: dict[tuple[str, str], list]
+
+    def curve(self, a: str, b: str) -> list[tuple[int, Estimate | None]]:
+        """The val-loss effect a − b at every point of the training curve (same windows for both); bootstrapped once
+        per pair (the claims table and the figure both read it)."""
+        if (a, b) not in self._curves:
+            self._curves[a, b] = self._curve(a, b)
+        return self._curves[a, b]
+
+    def _curve(self, a: str, b: str) -> list[tuple[int, Estimate | None]]:
+        runs = self.runs(a)
+        if not runs or not self.runs(b):
+            return []
+        out = []
+        for k, step in enumerate(runs[0].curve_steps()):
+            source = f"curve:{k}"
+            if not self.has_samples([a, b], source):
+                break
+            out.append((step, self.contrast(source_quantity(source), [source], [(a, 1.0), (b, -1.0)])))
+        return out
+
+    def trend_point(self, a: str, b: str) -> tuple[int, bool] | None:
+        """Which curve point the trend of a − b is read at, and whether both runs were still at their peak rate there:
+        the last point before either rate decays, when two points lie there (a wsd schedule's stable phase), else the
+        last point (under a decaying rate, whose last moves are small whatever the model would still do). None
+        without two curve points."""
+        runs = self.runs(a)
+        steps = runs[0].curve_steps() if runs else []
+        if len(steps) < 2:
+            return None
+        if self.decays_from is None:
+            return len(steps) - 1, True
+        peak_until = min(self.decays_from.get(a, 0), self.decays_from.get(b, 0))
+        at_peak = [k for k, step in enumerate(steps) if step <= peak_until]
+        return (at_peak[-1], True) if len(at_peak) >= 2 else (len(steps) - 1, False)
+
+    def last_change(self, a: str, b: str) -> tuple[int, Estimate] | None:
+        """How much the val-loss effect a − b moved into its trend point (trend_point) from the curve point before,
+        paired: per window (the curve scores the same windows at every point) and per seed, so the text and the seeds
+        both runs share cancel. (the step it moved from, the estimate), or None without a curve."""
+        point = self.trend_point(a, b)
+        if point is None:
+            return None
+        k, steps = point[0], self.runs(a)[0].curve_steps()
+        source = f"curve_change:{k}"
+        if not self.has_samples([a, b], source):
+            return None
+        e = self.contrast(source_quantity(source), [source], [(a, 1.0), (b, -1.0)])
+        return None if e is None else (steps[k - 1], e)
+
+    def changing(self, a: str, b: str) -> bool:
+        """The effect still moving: its move into the trend point has an interval that excludes no move at all."""
+        change = self.last_change(a, b)
+        return change is not None and greater(change[1]) != "undecided"
+
+    def plateau(self) -> tuple[float | None, str]:
+        """How far this budget still moves, and the measurement in words: the reference's own val loss over the last
+        100-step stretch where its rate had not started to decay, as the bound |move| + its 95 % half-width (what the
+        loss may still move per 100 steps). A claim resolving effects no finer than that is read where the curve has
+        flattened for it (claims.claims). None: not measurable (no two curve points at the peak rate: a decaying
+        schedule, whose tail moves little whatever the model would still do)."""
+        ref = self.reference
+        point = self.trend_point(ref, ref)
+        if point is None or not point[1] or self.decays_from is None:
+            return None, ("not measurable: the rate decays from the warm-up on (cosine), so no stretch of the curve "
+                          "shows what the model would still do at a constant rate")
+        k, steps = point[0], self.runs(ref)[0].curve_steps()
+        source = f"curve_change:{k}"
+        move = self.contrast(source_quantity(source), [source], [(ref, 1.0)]) if self.has_samples([ref], source) \
+            else None
+        if move is None:
+            return None, "not measurable: no curve windows"
+        bound = abs(move.value) + move.half_width
+        return bound, (f"the reference's val loss moved {move.text()} from step {steps[k - 1]} to {steps[k]} at its "
+                       f"peak rate: up to {bound:.3f} per 100 steps")
+
+
+class Evidence(CurveContrasts):
     """What the claims read: scalars (metrics.json), resamplable samples (windows.json), the findings params."""
 
     def __init__(
@@ -289,80 +372,6 @@ class Evidence(Contrasts):
             return None
         terms = [(a, 1.0)] + ([(b, -1.0)] if b else [])
         return self.metrics_contrast(lambda r: _number(r.get(key)), terms)
-
-    def curve(self, a: str, b: str) -> list[tuple[int, Estimate | None]]:
-        """The val-loss effect a − b at every point of the training curve (same windows for both); bootstrapped once
-        per pair (the claims table and the figure both read it)."""
-        if (a, b) not in self._curves:
-            self._curves[a, b] = self._curve(a, b)
-        return self._curves[a, b]
-
-    def _curve(self, a: str, b: str) -> list[tuple[int, Estimate | None]]:
-        runs = self.runs(a)
-        if not runs or not self.runs(b):
-            return []
-        out = []
-        for k, step in enumerate(runs[0].curve_steps()):
-            source = f"curve:{k}"
-            if not self.has_samples([a, b], source):
-                break
-            out.append((step, self.contrast(source_quantity(source), [source], [(a, 1.0), (b, -1.0)])))
-        return out
-
-    def trend_point(self, a: str, b: str) -> tuple[int, bool] | None:
-        """Which curve point the trend of a − b is read at, and whether both runs were still at their peak rate there:
-        the last point before either rate decays, when two points lie there (a wsd schedule's stable phase), else the
-        last point (under a decaying rate, whose last moves are small whatever the model would still do). None
-        without two curve points."""
-        runs = self.runs(a)
-        steps = runs[0].curve_steps() if runs else []
-        if len(steps) < 2:
-            return None
-        if self.decays_from is None:
-            return len(steps) - 1, True
-        peak_until = min(self.decays_from.get(a, 0), self.decays_from.get(b, 0))
-        at_peak = [k for k, step in enumerate(steps) if step <= peak_until]
-        return (at_peak[-1], True) if len(at_peak) >= 2 else (len(steps) - 1, False)
-
-    def last_change(self, a: str, b: str) -> tuple[int, Estimate] | None:
-        """How much the val-loss effect a − b moved into its trend point (trend_point) from the curve point before,
-        paired: per window (the curve scores the same windows at every point) and per seed, so the text and the seeds
-        both runs share cancel. (the step it moved from, the estimate), or None without a curve."""
-        point = self.trend_point(a, b)
-        if point is None:
-            return None
-        k, steps = point[0], self.runs(a)[0].curve_steps()
-        source = f"curve_change:{k}"
-        if not self.has_samples([a, b], source):
-            return None
-        e = self.contrast(source_quantity(source), [source], [(a, 1.0), (b, -1.0)])
-        return None if e is None else (steps[k - 1], e)
-
-    def changing(self, a: str, b: str) -> bool:
-        """The effect still moving: its move into the trend point has an interval that excludes no move at all."""
-        change = self.last_change(a, b)
-        return change is not None and greater(change[1]) != "undecided"
-
-    def plateau(self) -> tuple[float | None, str]:
-        """How far this budget still moves, and the measurement in words: the reference's own val loss over the last
-        100-step stretch where its rate had not started to decay, as the bound |move| + its 95 % half-width (what the
-        loss may still move per 100 steps). A claim resolving effects no finer than that is read where the curve has
-        flattened for it (claims.claims). None: not measurable (no two curve points at the peak rate: a decaying
-        schedule, whose tail moves little whatever the model would still do)."""
-        ref = self.reference
-        point = self.trend_point(ref, ref)
-        if point is None or not point[1] or self.decays_from is None:
-            return None, ("not measurable: the rate decays from the warm-up on (cosine), so no stretch of the curve "
-                          "shows what the model would still do at a constant rate")
-        k, steps = point[0], self.runs(ref)[0].curve_steps()
-        source = f"curve_change:{k}"
-        move = self.contrast(source_quantity(source), [source], [(ref, 1.0)]) if self.has_samples([ref], source) \
-            else None
-        if move is None:
-            return None, "not measurable: no curve windows"
-        bound = abs(move.value) + move.half_width
-        return bound, (f"the reference's val loss moved {move.text()} from step {steps[k - 1]} to {steps[k]} at its "
-                       f"peak rate: up to {bound:.3f} per 100 steps")
 
     # --- the learning-rate sweeps -------------------------------------------------------------------------------------
 
