@@ -1591,3 +1591,14 @@ def test_a_claim_counts_as_flattened_where_the_reference_moves_less_than_it_reso
     assert claim_resolution(coarse) == 0.05  # the widest of the estimates its verdict reads
     assert claim_resolution(dataclasses.replace(coarse, judged=("b",))) == 0.01  # a shown estimate is not read
     assert claim_resolution(dataclasses.replace(coarse, estimates={})) == math.inf
+
+
+def test_havivs_row_says_how_far_below_his_scale_it_was_tested():
+    claim = "Causal LM without positions is close to with"
+    m = {"baseline": base(), "pos_none": seeds(2.3, n_params=802176), "pos_sinusoidal": seeds(2.0),
+         "pos_alibi": seeds(2.0), "pos_learned_token_scale": seeds(2.0)}
+    (f,) = [f for f in claims(Evidence(m)) if f.claim == claim]
+    assert "tested at 0.80 M parameters, about 156× below the smallest model Haviv et al. train" in f.measurement
+    m["pos_none"] = seeds(2.3)  # no parameter count recorded: nothing said of scale
+    (f,) = [f for f in claims(Evidence(m)) if f.claim == claim]
+    assert "below the smallest model" not in f.measurement

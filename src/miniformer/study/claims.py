@@ -439,6 +439,9 @@ def followed(ev: Evidence, pairs: list[tuple[str, str]]) -> tuple[bool, tuple[st
     return bool(moving), (moving or pairs or [None])[0]
 
 
+HAVIV_SMALLEST = 125e6  # parameters of the smallest model Haviv et al. 2022 train
+
+
 def nope_close(ev: Evidence) -> Judgement:
     """Haviv 2022 T1: a causal LM without positions is not worse than each of the paper's arms with positions by more
     than the equivalence margin (nats per character here; the paper's gaps are per token of WikiText-103, whose
@@ -459,6 +462,11 @@ def nope_close(ev: Evidence) -> Judgement:
         text += ("; NoPE runs too few seeds here for a spread of its own: its intervals borrow the pool's, which "
                  "assumes a model without positions varies over seeds as the others do (three seeds test it: the long "
                  "profile runs three, and the two-budget table gives the interval they make)")
+    n_params = ev.m.mean("pos_none", "n_params")
+    if gaps and n_params:  # what a verdict here can say of Haviv's: his models are two orders of magnitude larger
+        text += (f"; tested at {n_params / 1e6:.2f} M parameters, about {HAVIV_SMALLEST / n_params:.0f}× below the "
+                 "smallest model Haviv et al. train, by character: a gap here says NoPE lags at this scale, not that "
+                 "it lags at theirs (the claims × settings table follows the gap with model size)")
     changing, curve = followed(ev, [("pos_none", exp) for exp in ran.values()])
     return Judgement(text, all_of(verdicts), {f"NoPE − {k}": e for k, e in gaps.items()}, changing, curve)
 
