@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import dataclasses
 import json
-import math
 
 import numpy as np
 import pytest
@@ -1025,11 +1024,14 @@ def test_the_order_row_counts_ties_in_pairs():
 
 # --- two budgets (study/budgets.py) -----------------------------------------------------------------------------------
 
-def _budget_file(folder, profile: str, steps, verdicts: dict[str, str], changing: bool = False, trend: str = ""):
-    """A claims file as `miniformer report` writes it, with one estimate per claim."""
+def _budget_file(folder, profile: str, steps, verdicts: dict[str, str], changing: bool = False, trend: str = "",
+                 flattened: bool | None = True):
+    """A claims file as `miniformer report` writes it, with one estimate per claim (flattened "absent": as written
+    before the plateau was read)."""
     folder.mkdir(parents=True, exist_ok=True)
     records = [{"claim": c, "verdict": v, "counted": True, "converged": True, "still_changing": changing,
-                "trend": trend, "estimates": {"e": {"effect": 0.1, "half_width": 0.02, "spread": "", "seeds": 3}}}
+                "trend": trend, "estimates": {"e": {"effect": 0.1, "half_width": 0.02, "spread": "", "seeds": 3}},
+                **({} if flattened == "absent" else {"flattened": flattened})}
                for c, v in verdicts.items()]
     (folder / f"{profile}.json").write_text(sealed_claims_text({"profile": profile, "steps": steps, "claims": records}))
 
@@ -1562,35 +1564,33 @@ def test_a_gap_that_stops_moving_only_as_the_rate_decays_is_not_settled():
     assert legacy.trend == "settled" and not legacy.untested_at_convergence
 
 
-def test_settled_and_flattened_where_the_peak_rate_stretch_stopped_moving():
-    """On wsd, an effect and a reference that stopped moving before the cool-down: the claim is settled and the curve
-    has flattened for it (the reference may still move no more per 100 steps than the claim resolves), so the verdict
-    stands as tested at convergence; a reference still falling at the peak rate leaves the same claim untested."""
-    flat_reference = [3.0, 2.5, 2.25, 2.0625, 2.0, 2.0, 1.875, 1.75]
-    flat_gap = [v + 0.0625 for v in flat_reference]
-    f, ev = rms_finding(flat_reference, flat_gap, decays_from=640)
-    assert f.trend == "settled" and not f.still_changing
-    bound, text = ev.plateau()
-    assert bound == 0 and f.flattened is True and not f.untested_at_convergence
-    assert "moved +0.000" in text and "from step 500 to 600 at its peak rate: up to 0.000 per 100 steps" in text
+def test_settled_and_flattened_where_the_effects_peak_rate_drift_could_not_flip_the_verdict():
+    """On wsd, flattened reads the claim's own effect where both rates were still at their peak: a gap that stopped
+    moving there (0.0625, beyond the ± 0.05 band by 0.0125) could not drift into the band at that rate, so the verdict
+    stands as tested at convergence, even while the reference itself still falls (its move is the method note's plateau
+    line, not the claim's test); a gap still closing at the peak rate is not flattened; under cosine nothing is."""
     falling = REFERENCE_PATH
     f, ev = rms_finding(falling, [v + 0.0625 for v in falling], decays_from=640)
-    assert f.trend == "settled" and f.flattened is False and f.untested_at_convergence
-    assert ev.plateau()[0] == pytest.approx(0.25)  # still falling 0.25 per 100 steps: beyond what the claim resolves
-    _, ev = rms_finding(falling, falling, decays_from=30)
+    assert f.trend == "settled" and f.flattened is True and not f.untested_at_convergence
+    bound, text = ev.plateau()
+    assert bound == pytest.approx(0.25) and "from step 500 to 600 at its peak rate: up to 0.250 per 100 steps" in text
+    closing, _ = rms_finding(falling, CLOSING_THEN_FROZEN, decays_from=640)
+    assert closing.flattened is False and closing.untested_at_convergence
+    cosine, ev = rms_finding(falling, [v + 0.0625 for v in falling], decays_from=30)
+    assert cosine.flattened is None and cosine.untested_at_convergence
     assert ev.plateau()[0] is None and "not measurable" in ev.plateau()[1]
 
 
-def test_a_claim_counts_as_flattened_where_the_reference_moves_less_than_it_resolves():
-    """The yardstick is each claim's own resolution: the same budget is flat for a coarse claim, not for a fine one."""
-    from miniformer.study.claims import claim_resolution
+def test_the_cushion_is_the_distance_from_a_judged_interval_to_the_nearest_boundary_of_the_rules():
+    from miniformer.study.claims import cushion
     from miniformer.study.stats import Estimate
 
-    coarse = Finding(measurement="", verdict="reproduced", claim="c", source="s", converged=True,
-                     estimates={"a": Estimate(0.1, 0.05, 0.01, 0.0, 0.95), "b": Estimate(0.1, 0.01, 0.01, 0.0, 0.95)})
-    assert claim_resolution(coarse) == 0.05  # the widest of the estimates its verdict reads
-    assert claim_resolution(dataclasses.replace(coarse, judged=("b",))) == 0.01  # a shown estimate is not read
-    assert claim_resolution(dataclasses.replace(coarse, estimates={})) == math.inf
+    f = Finding(measurement="", verdict="reproduced", claim="c", source="s", converged=True,
+                estimates={"a": Estimate(0.2, 0.05, 0.01, 0.0, 0.95), "b": Estimate(0.03, 0.01, 0.01, 0.0, 0.95)})
+    assert cushion(f, 0.05) == pytest.approx(0.01)  # b: [0.02, 0.04], 0.01 below the band's edge
+    assert cushion(dataclasses.replace(f, judged=("a",)), 0.05) == pytest.approx(0.1)  # a: [0.15, 0.25], 0.1 past
+    assert cushion(dataclasses.replace(f, estimates={"a": Estimate(0.01, 0.02, 0.01, 0.0, 0.95)}), 0.05) == 0
+    assert cushion(dataclasses.replace(f, estimates={}), 0.05) == 0  # nothing judged: no room to claim
 
 
 def test_havivs_row_says_how_far_below_his_scale_it_was_tested():
@@ -1602,3 +1602,51 @@ def test_havivs_row_says_how_far_below_his_scale_it_was_tested():
     m["pos_none"] = seeds(2.3)  # no parameter count recorded: nothing said of scale
     (f,) = [f for f in claims(Evidence(m)) if f.claim == claim]
     assert "below the smallest model" not in f.measurement
+
+
+def test_a_longer_budget_that_has_not_flattened_or_never_said_leaves_its_verdict_untested(tmp_path):
+    """A longer budget's claims file whose training had not flattened for the claim (flattened false), or written
+    before the plateau was read (no field, as the cosine references were), counts the claim untested at convergence
+    and says why; one that had flattened does not."""
+    from miniformer.study.budgets import at_longest_budget, longer_marks, read_budgets
+    from miniformer.study.stats import Estimate
+
+    here = Finding(measurement="", verdict="reproduced", claim="c", source="s", converged=True,
+                   estimates={"e": Estimate(0.1, 0.02, 0.01, 0.0, 0.95)})
+    for flattened, untested in ((True, False), (False, True), ("absent", True), (None, True)):
+        _budget_file(tmp_path / "budgets", "long", 800, {"c": "reproduced"}, flattened=flattened)
+        (counted,) = at_longest_budget([here], 300, read_budgets(tmp_path))
+        assert counted.untested_at_convergence == untested, flattened
+        mark = "; converged claim untested: that budget has not flattened" if untested else ""
+        assert longer_marks([here], 300, read_budgets(tmp_path)) == [f"; reproduced at 800 steps (long{mark})"]
+
+
+def test_the_margins_are_per_character_so_a_bpe_run_is_held_to_the_same_band():
+    """A token of 2.5 characters: the ± 0.05-per-character band is ± 0.125 per token. RMSNorm 0.08 nats per token
+    behind is 0.032 per character: equivalent under BPE, where the same number per character is not."""
+    m = {"baseline": base(), "block_rmsnorm": {k: {**v, "val_loss": v["val_loss"] + 0.08} for k, v in base().items()}}
+    claim = "RMSNorm ≈ LayerNorm"
+    assert by_claim(m)[claim] == "contradicted"
+    ev = Evidence(m, chars_per_token=2.5)
+    assert ev.cfg.equivalence_margin == pytest.approx(0.125) and ev.cfg.unigram_margin == pytest.approx(0.05)
+    assert ev.unit == "token" and Evidence(m).unit == "character"
+    (f,) = [f for f in claims(ev) if f.claim == claim]
+    assert f.verdict == "reproduced" and "within ± 0.125" in f.measurement
+    nope = {"baseline": base(), "pos_none": seeds(2.3), "pos_sinusoidal": seeds(2.0), "pos_alibi": seeds(2.0),
+            "pos_learned_token_scale": seeds(2.0)}
+    (h,) = [f for f in claims(Evidence(nope, chars_per_token=2.5)) if f.claim.startswith("Causal LM without positions")]
+    assert "holds if each ≤ 0.125 nats per token" in h.measurement
+
+
+def test_characters_per_token_reads_the_val_split(tmp_path):
+    from types import SimpleNamespace
+
+    from miniformer.stages.report import characters_per_token
+
+    class Pairs:  # a tokenizer whose every token is two characters
+        def decode(self, ids: list[int]) -> str:
+            return "ab" * len(ids)
+
+    bpe = SimpleNamespace(meta={"tokenizer": "bpe"}, tokenizer=Pairs(), splits={"val": np.arange(10)})
+    assert characters_per_token(bpe) == 2.0
+    assert characters_per_token(SimpleNamespace(meta={"tokenizer": "char"})) == 1.0

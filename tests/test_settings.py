@@ -73,9 +73,15 @@ def test_rows_read_each_settings_verdict_of_the_same_claim(tmp_path):
     # the cell shows the estimates the verdict reads, as effect ± half-width
     judged = REFERENCE["claims"][held]["judged"][0]
     assert any(e.startswith(judged) and "±" in e for e in rows[held]["cells"][1]["effects"])
-    totals = dict(word_totals(rows))
-    assert totals["depends on the setting"] == 1
-    assert sum(totals.values()) == sum(r["counted"] for r in REFERENCE["claims"])  # proxies are shown, not totalled
+    mechanics, converged = dict(word_totals(rows)), dict(word_totals(rows, converged=True))
+    assert REFERENCE["claims"][flipped]["converged"]  # Haviv's NoPE row: counted with the converged claims, apart
+    assert converged["depends on the setting"] == 1 and mechanics["depends on the setting"] == 0
+    assert sum(converged.values()) == sum(r["counted"] and r["converged"] for r in REFERENCE["claims"])
+    # proxies are shown, not totalled
+    assert sum(mechanics.values()) + sum(converged.values()) == sum(r["counted"] for r in REFERENCE["claims"])
+    record = REFERENCE["claims"][held]
+    assert rows[held]["cells"][1]["seeds"] == min(e["seeds"] for n, e in record["estimates"].items()
+                                                  if n in record["judged"])
 
 
 def test_a_claim_a_setting_did_not_run_is_no_vote(tmp_path):
@@ -116,7 +122,8 @@ def test_the_page_renders_every_claim_in_every_setting_from_sealed_files(tmp_pat
     assert "2 layers × 128, 4 heads, 0.41 M parameters" in html  # what the setting was, from its claims file
     row = table.split("<tr>")[2 + flipped]
     assert REFERENCE["claims"][flipped]["claim"][:30] in row and "depends on the setting" in row
-    assert "Counted claims: holds in every setting" in html
+    assert "Counted claims about the mechanics: holds in every setting" in html
+    assert "Counted claims about converged models, apart" in html
 
 
 def test_the_page_needs_a_setting_to_show(tmp_path):
@@ -176,12 +183,15 @@ def test_an_effect_is_followed_with_size_only_between_settings_that_read_the_sam
     small["claims"][row]["estimates"][name] = {**here, "effect": here["effect"] * 3 + 0.5}  # far from the larger's
     write_setting(tmp_path, "small", small)
     write_setting(tmp_path, "bpe", document("bpe", setting={**base, "tokenizer": "bpe", "vocab_size": 512}))
-    rows = settings_rows(REFERENCE["claims"], read_settings(tmp_path), base)
+    steps = REFERENCE["steps"]
+    rows = settings_rows(REFERENCE["claims"], read_settings(tmp_path), base, steps)
     (trend,) = rows[row]["size_trend"]  # small → this run; never bpe, which reads the text another way
     assert trend.startswith(f"{name} {here['effect'] * 3 + 0.5:+.3f} → {here['effect']:+.3f}")
     assert "(0.41 M → 0.80 M parameters: toward zero)" in trend
     small["claims"][row]["estimates"][name] = dict(here)  # the same effect at both sizes
     write_setting(tmp_path, "small", small)
-    (trend,) = settings_rows(REFERENCE["claims"], read_settings(tmp_path), base)[row]["size_trend"]
+    (trend,) = settings_rows(REFERENCE["claims"], read_settings(tmp_path), base, steps)[row]["size_trend"]
     assert trend.endswith("no move its intervals resolve)")
-    assert settings_rows(REFERENCE["claims"], read_settings(tmp_path), {})[row]["size_trend"] == []  # size unknown
+    assert settings_rows(REFERENCE["claims"], read_settings(tmp_path), {}, steps)[row]["size_trend"] == []  # no size
+    # another budget is not another size: a long run beside the small setting pairs nothing
+    assert settings_rows(REFERENCE["claims"], read_settings(tmp_path), base, 800)[row]["size_trend"] == []

@@ -196,6 +196,15 @@ def unigram_loss(data: TokenData) -> float:
     return float(-logp[val].mean())
 
 
+def characters_per_token(data: TokenData) -> float:
+    """How many characters a token of the val split reads on average: 1 by character; under BPE the factor that turns
+    the findings' per-character margins into this run's per-token losses."""
+    if data.meta.get("tokenizer") == "char":
+        return 1.0
+    val = [int(t) for t in np.asarray(data.splits["val"])]
+    return len(data.tokenizer.decode(val)) / max(1, len(val))
+
+
 def prepared_data(data_dir: Path, provenance: dict) -> TokenData:
     """The prepared data the runs were aggregated on, whole: the report's reference lines (the unigram floor, the
     generation scale) and several verdicts read it, so data that is missing, damaged or another corpus's is refused,
@@ -481,7 +490,7 @@ def load_evidence(study: Study, results: Path, data: TokenData) -> Evidence:
     return Evidence(nested, samples, study.findings, unigram_loss(data), sweeps, study.reference, init,
                     {name: c.train.objective for name, c in configs.items()},
                     {name: c.train.lr for name, c in configs.items()}, peer,
-                    {name: decay_start(c.train) for name, c in configs.items()})
+                    {name: decay_start(c.train) for name, c in configs.items()}, characters_per_token(data))
 
 
 def environment(base: RunConfig, perf: dict, data_hash: str) -> dict[str, str]:
@@ -538,7 +547,8 @@ def build_report(study: Study, results: Path, out: Path, data_dir: Path = DATA_D
         profile=study.profile,
         figs={**dict.fromkeys(OPTIONAL_FIGURES), **r.figs},  # a figure a study cannot draw is None, not unknown
         claims=found,
-        findings_cfg=study.findings,
+        findings_cfg=ev.cfg,  # its margins in this run's unit (per token under BPE: Evidence)
+        chars_per_token=ev.chars_per_token, margin_per_character=study.findings.equivalence_margin,
         breakages=breakages(ev, hypotheses, groups),
         unigram=ev.unigram,
         at_unigram=at_unigram_level(ev),

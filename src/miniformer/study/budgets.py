@@ -158,7 +158,7 @@ def at_longest_budget(found: list[Finding], steps: int, budgets: list[Budget]) -
         if ran:
             changing = bool(ran[-1].get("still_changing")) or moved_between(f, ran[-1])
             out.append(replace(f, verdict=ran[-1]["verdict"], still_changing=changing,
-                               trend=ran[-1].get("trend", ""), flattened=ran[-1].get("flattened", True)))
+                               trend=ran[-1].get("trend", ""), flattened=ran[-1].get("flattened")))
             continue
         shorter = [b.claims[f.claim] for b in budgets if b.steps < steps and f.claim in b.claims]
         moved = f.converged and any(moved_between(f, r) for r in shorter)
@@ -166,10 +166,10 @@ def at_longest_budget(found: list[Finding], steps: int, budgets: list[Budget]) -
     return out
 
 
-def untested_mark(still_changing: bool, trend: str, moved: bool, flattened: bool | None = True) -> str:
+def untested_mark(still_changing: bool, trend: str, moved: bool, flattened: bool | None = None) -> str:
     """What a converged claim's verdict at a budget is worth: untested when its effect still moves as that training
-    ends (and which way), when its effect moved between the budgets, or when that budget's curve has not flattened
-    (a file written before the plateau was measured says nothing of it: read as flattened)."""
+    ends (and which way), when its effect moved between the budgets, or when that budget's training has not flattened
+    for it (a file written before the plateau was read says nothing of it: not flattened)."""
     if still_changing and trend in ("closing", "widening"):
         return f"; converged claim untested: still changing, {trend}"
     if still_changing or moved:
@@ -189,7 +189,7 @@ def longer_marks(found: list[Finding], steps: int, budgets: list[Budget]) -> lis
         for b, r in longer:
             moves = moved_estimates(f, r)
             mark = untested_mark(bool(r.get("still_changing")), r.get("trend", ""), bool(moves),
-                                 r.get("flattened", True))
+                                 r.get("flattened"))
             values = f" ({_moves(moves, True)})" if moves else ""
             text += f"; {r['verdict']} at {b.steps} steps ({b.profile}{mark}{values})"
         if not longer and f.converged and f.verdict != NOT_RUN:  # the longest: moved to here?

@@ -451,7 +451,7 @@ def nope_close(ev: Evidence) -> Judgement:
     rope = ev.effect("pos_none", REFERENCE)
     text = "; ".join(f"NoPE − {name} val loss = {ev.text(e)}{gap_over_training(ev, 'pos_none', ran[name])}"
                      for name, e in gaps.items())
-    text += (f" (holds if each ≤ {ev.cfg.equivalence_margin} nats per character); not one of Haviv's arms: NoPE − "
+    text += (f" (holds if each ≤ {ev.cfg.equivalence_margin:.3g} nats per {ev.unit}); not one of Haviv's arms: NoPE − "
              f"RoPE = {ev.text(rope)}")
     verdicts = [at_most(e, ev.cfg.equivalence_margin) for e in gaps.values()]
     missing = [name for name in HAVIV_ARMS if name not in ran]
@@ -1086,20 +1086,40 @@ CLAIMS: tuple[Claim, ...] = (
 
 def claims(ev: Evidence) -> list[Finding]:
     """One Finding per published claim the study checks, each computed from the run's metrics; each marked with
-    whether the curve has flattened for it: the reference may still move (Evidence.plateau) no more per 100 steps than
-    the claim resolves (the widest half-width of the estimates its verdict reads)."""
-    found = [c.finding(ev) for c in CLAIMS]
-    if ev.decays_from is None:  # a stand-in study with no schedule: nothing to measure the plateau on
-        return found
-    bound = ev.plateau()[0]
-    return [dataclasses.replace(f, flattened=None if bound is None else bound <= claim_resolution(f)) for f in found]
+    whether the curve has flattened for it (flattened_for)."""
+    found = [(c, c.finding(ev)) for c in CLAIMS]
+    if ev.decays_from is None:  # a stand-in study with no schedule: nothing to read a plateau on
+        return [f for _, f in found]
+    return [dataclasses.replace(f, flattened=flattened_for(ev, f)) for _, f in found]
 
 
-def claim_resolution(f: Finding) -> float:
-    """The widest half-width of the estimates a finding's verdict reads: the finest effect it can tell from none
-    (infinite without one)."""
-    widths = [e.half_width for name, e in f.estimates.items() if e is not None and name in (f.judged or f.estimates)]
-    return max(widths) if widths else math.inf
+def flattened_for(ev: Evidence, f: Finding) -> bool | None:
+    """Whether training has flattened for this claim's verdict: its followed effect, read where both rates were still
+    at their peak, may still move per 100 steps (|move| + the move's half-width) no more than the smallest distance
+    from a judged estimate's interval to a boundary of the verdict rule (0, ± the margin): drift at that rate could not
+    flip the verdict. None where it cannot be read: no followed effect (a growth, a probe: measured once), or no peak-
+    rate stretch of the curve (a decaying schedule)."""
+    if not f.converged or f.curve is None:
+        return None
+    point, change = ev.trend_point(*f.curve), ev.last_change(*f.curve)
+    if point is None or not point[1] or change is None:
+        return None
+    room = cushion(f, ev.cfg.equivalence_margin)
+    return abs(change[1].value) + change[1].half_width <= room
+
+
+def cushion(f: Finding, margin: float) -> float:
+    """The smallest distance from a judged estimate's interval to a boundary of the verdict rules (0, −margin,
+    +margin): how far the effect could drift before its verdict could change (0 where an interval already holds one).
+    """
+    room = math.inf
+    for name, e in f.estimates.items():
+        if e is None or name not in (f.judged or f.estimates):
+            continue
+        low, high = e.value - e.half_width, e.value + e.half_width
+        for b in (0.0, -margin, margin):
+            room = min(room, 0.0 if low <= b <= high else min(abs(low - b), abs(high - b)))
+    return 0.0 if math.isinf(room) else room
 
 
 def required_experiments() -> set[str]:

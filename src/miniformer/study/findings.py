@@ -60,8 +60,8 @@ class Finding(Judgement):
     # the converged claim is untested here whichever way it came out (the report and the totals say so)
     converged: bool = False
     trend: str = ""  # the followed effect as training ends: "closing", "widening", "settled" ("" when not followed)
-    # the budget's curve has flattened for this claim: the reference's peak-rate move per 100 steps (Evidence.plateau)
-    # within the claim's own resolution; False, or None (not measurable), leaves a converged claim untested here
+    # training has flattened for this claim (claims.flattened_for): its effect's peak-rate drift could not flip its
+    # verdict; False, or None (not measurable), leaves a converged claim untested here
     flattened: bool | None = True
 
     @property
@@ -301,8 +301,15 @@ class Evidence(CurveContrasts):
         rates: dict[str, float] | None = None,
         peer: dict[str, dict[str, float]] | None = None,
         decays_from: dict[str, int] | None = None,
+        chars_per_token: float = 1.0,
     ) -> None:
-        self.cfg = cfg or FindingsConfig()
+        cfg = cfg or FindingsConfig()
+        # the margins are set in nats per character: a tokenizer reading several characters per token (BPE) is held
+        # to the same per-character margin, so an equivalence means the same thing in every setting
+        self.chars_per_token = chars_per_token
+        self.unit = "character" if chars_per_token == 1 else "token"
+        self.cfg = replace(cfg, equivalence_margin=cfg.equivalence_margin * chars_per_token,
+                           unigram_margin=cfg.unigram_margin * chars_per_token)
         super().__init__(Metrics(nested, reference), samples or {}, Interval(self.cfg.confidence, self.cfg.bootstrap),
                          pools, rates)
         self.reference, self.unigram = reference, unigram

@@ -80,33 +80,44 @@ def word_of(combined: str) -> str:
 
 
 def cell(record: dict | None) -> dict:
-    """A claims-file record as one setting's cell: its verdict and the estimates the verdict reads."""
+    """A claims-file record as one setting's cell: its verdict, the estimates the verdict reads, and the fewest seeds
+    behind them (a verdict that differs where the seeds differ is a change of design as much as of setting)."""
     if record is None:
-        return {"verdict": NOT_RUN, "effects": []}
+        return {"verdict": NOT_RUN, "effects": [], "seeds": None}
     estimates = record.get("estimates") or {}
+    judged = [estimates.get(name) for name in judged_names(record) if (estimates.get(name) or {}).get("effect")
+              is not None]
     effects = [f"{name} {estimate_text(estimates.get(name))}" for name in judged_names(record)
                if (estimates.get(name) or {}).get("effect") is not None]
-    return {"verdict": record["verdict"], "effects": effects}
+    seeds = [e["seeds"] for e in judged if isinstance(e.get("seeds"), int)]
+    return {"verdict": record["verdict"], "effects": effects, "seeds": min(seeds) if seeds else None}
 
 
-def settings_rows(mine: list[dict], settings: list[Setting], here: dict | None = None) -> list[dict]:
+def settings_rows(mine: list[dict], settings: list[Setting], here: dict | None = None,
+                  steps: int | None = None) -> list[dict]:
     """One row per claim of this run (its claims-file records, in the report's order): a cell per setting, this
     run's first, the combined word (counted claims only: a proxy's word is shown, not totalled), and how its effects
     move with the model's size where two settings differ in size alone (``here``: this run's setting)."""
-    descriptions = [here or {}, *(s.description for s in settings)]
+    descriptions = [{**(here or {}), "steps": steps}, *({**s.description, "steps": s.steps} for s in settings)]
     rows = []
     for number, record in enumerate(mine, 1):
         records = [record, *(s.claims.get(record["claim"]) for s in settings)]
         cells = [cell(r) for r in records]
+        combined = combined_word([c["verdict"] for c in cells])
+        if cells[0]["verdict"] == NOT_RUN and word_of(combined) != "one setting only":
+            combined += ", replication settings only"  # this run did not judge it: the word is the others'
         rows.append({"number": number, "claim": record["claim"], "counted": record.get("counted", True),
-                     "cells": cells, "combined": combined_word([c["verdict"] for c in cells]),
+                     "converged": bool(record.get("converged")), "cells": cells, "combined": combined,
                      "size_trend": size_trend(records, descriptions)})
     return rows
 
 
-def word_totals(rows: list[dict]) -> list[tuple[str, int]]:
-    """How many counted claims reached each combined word."""
-    return [(w, sum(r["counted"] and word_of(r["combined"]) == w for r in rows)) for w in WORDS]
+def word_totals(rows: list[dict], converged: bool = False) -> list[tuple[str, int]]:
+    """How many counted claims reached each combined word: the claims about the mechanics (converged=False), or the
+    claims about converged models (converged=True), totalled apart since each setting reads them at its own budget,
+    where they may be untested at convergence."""
+    return [(w, sum(r["counted"] and r["converged"] == converged and word_of(r["combined"]) == w for r in rows))
+            for w in WORDS]
 
 
 def setting_label(description: dict, steps: int | None) -> str:
@@ -123,17 +134,19 @@ def settings_context(mine: list[dict], here: dict, steps: int | None, settings: 
                      here_name: str = "this run") -> dict:
     """What the claims × settings table (templates/settings.j2) reads: this run's claims-file records and setting,
     and each replication setting's."""
-    rows = settings_rows(mine, settings, here)
+    rows = settings_rows(mine, settings, here, steps)
     return {"settings": [{"profile": here_name, "label": setting_label(here, steps)},
                          *({"profile": s.profile, "label": setting_label(s.description, s.steps)} for s in settings)],
-            "settings_table": rows, "setting_totals": word_totals(rows), "replication_names": REPLICATION,
-            "size_pairs": bool(size_pairs([here, *(s.description for s in settings)]))}
+            "settings_table": rows, "setting_totals": word_totals(rows),
+            "converged_setting_totals": word_totals(rows, converged=True), "replication_names": REPLICATION,
+            "size_pairs": bool(size_pairs([{**here, "steps": steps}, *({**s.description, "steps": s.steps}
+                                                                       for s in settings)]))}
 
 
 def size_pairs(descriptions: list[dict]) -> list[tuple[int, int]]:
     """Pairs of setting columns (smaller model, larger model) that read the same text the same way and differ in the
     model's size only as far as a claims file records it: where an effect's trend with size can be read."""
-    same_text = ("corpus", "tokenizer", "vocab_size", "block_size")
+    same_text = ("corpus", "tokenizer", "vocab_size", "block_size", "steps")  # and the same budget
     pairs = []
     for i, a in enumerate(descriptions):
         for j, b in enumerate(descriptions):
