@@ -21,6 +21,7 @@ from miniformer.study.stats import difference_quantity
 ORDER = ("Without positions a causal LM reads word order beyond what an n-gram of its training text does (the mask "
          "leaks position); an MLM cannot tell the orders")
 HEADS = "Head count has a U-shape at fixed width (with RoPE, fewer frequencies per head at many heads)"
+HEADS_WIDE = "Head count has a U-shape at fixed width, among heads at least 16 wide (Vaswani's narrowest)"
 RECOVERY = ("At the same steps, an MLM (supervised on the 15 % it masks) recovers a hidden character better than a "
             "causal LM")
 
@@ -223,6 +224,16 @@ CLAIM_CASES = [
     # Vaswani's arms alone (2 heads runs only where the profile has room): still judged
     (HEADS, {k: v for k, v in HEADS_U.items() if k != "heads_2"}, "reproduced"),
     (HEADS, {k: v for k, v in HEADS_U.items() if k != "heads_32"}, "not run"),
+    # the counted row's many-heads end is the most heads still 16 wide: 8 at n_embd 128, 32 at 512; never chosen by
+    # the losses (here 8 heads are worse and 32 better than the reference, and the reverse)
+    (HEADS_WIDE, HEADS_U, {"n_embd": 128}, "reproduced"),
+    (HEADS_WIDE, HEADS_MONOTONE, {"n_embd": 128}, "contradicted"),
+    (HEADS_WIDE, {**HEADS_MONOTONE, "heads_8": seeds(2.3)}, {"n_embd": 128}, "reproduced"),
+    (HEADS_WIDE, {**HEADS_U, "heads_8": seeds(1.9)}, {"n_embd": 512}, "reproduced"),
+    (HEADS_WIDE, {**HEADS_U, "heads_32": seeds(1.9)}, {"n_embd": 512}, "contradicted"),
+    (HEADS_WIDE, {k: v for k, v in HEADS_U.items() if k != "heads_8"}, {"n_embd": 128}, "not run"),
+    (HEADS_WIDE, HEADS_U, {"n_embd": 64}, "not run"),  # 8 heads of 64 are 8 wide: no count above 4 in range
+    (HEADS_WIDE, HEADS_U, "not run"),  # the width unknown: which counts are in range cannot be read
     ("Past the training length: sinusoidal worst, RoPE degrades, ALiBi best", EXTRAPOLATION, "reproduced"),
     ("ALiBi stays flat past the training length", EXTRAPOLATION, "reproduced"),
     ("T5 bias extrapolates nearly as well as ALiBi at 2×",
@@ -378,6 +389,15 @@ CLAIM_CASES = [
      "contradicted"),
     ("One head needs no separate value projection", {"attn_single_head": seeds(2.0)}, "not run"),
 ]
+
+
+def test_the_head_rows_say_how_wide_each_head_is():
+    found = {f.claim: f for f in claims(Evidence({"baseline": base(), **HEADS_U}, n_embd=128))}
+    wide, ends = found[HEADS_WIDE], found[HEADS]
+    assert "h=8 (d 16)" in wide.measurement and "h=8 − h=4" in wide.estimates and "h=32 − h=4" not in wide.estimates
+    assert "4 wide, narrower than Vaswani's narrowest" in ends.measurement and "h=32 − h=4" in ends.estimates
+    assert wide.counted and not ends.counted  # the ends outside Vaswani's widths are a proxy, shown, not totalled
+    assert "narrower than" not in claims(Evidence({"baseline": base(), **HEADS_U}, n_embd=512))[1].measurement
 
 
 def test_every_claim_is_covered_by_the_cases():
@@ -592,7 +612,7 @@ def test_proxies_and_controls_are_labelled_and_kept_out_of_the_totals():
     assert RECOVERY in proxies  # per-step learning confounded by 6.7× the supervision: shown, not counted
     assert any(c.startswith("Without positions a causal LM reads word order") for c in proxies)
     assert "Swapping Q/K roles is a relabelling (no change)" in proxies
-    assert HEADS not in proxies
+    assert HEADS_WIDE not in proxies and HEADS in proxies  # the sweep's ends lie outside Vaswani's head widths
     assert all(f.source_numbers for f in found)  # every row quotes what its source reports
     for f in found:
         f.verdict = "reproduced"

@@ -490,7 +490,8 @@ def load_evidence(study: Study, results: Path, data: TokenData) -> Evidence:
     return Evidence(nested, samples, study.findings, unigram_loss(data), sweeps, study.reference, init,
                     {name: c.train.objective for name, c in configs.items()},
                     {name: c.train.lr for name, c in configs.items()}, peer,
-                    {name: decay_start(c.train) for name, c in configs.items()}, characters_per_token(data))
+                    {name: decay_start(c.train) for name, c in configs.items()}, characters_per_token(data),
+                    configs[study.reference].model.n_embd)
 
 
 def environment(base: RunConfig, perf: dict, data_hash: str) -> dict[str, str]:

@@ -302,6 +302,7 @@ class Evidence(CurveContrasts):
         peer: dict[str, dict[str, float]] | None = None,
         decays_from: dict[str, int] | None = None,
         chars_per_token: float = 1.0,
+        n_embd: int | None = None,
     ) -> None:
         cfg = cfg or FindingsConfig()
         # the margins are set in nats per character: a tokenizer reading several characters per token (BPE) is held
@@ -320,6 +321,7 @@ class Evidence(CurveContrasts):
         # run -> the step its rate starts to decay (runtime/schedule.decay_start); a trend is read where neither run's
         # rate has started to decay. Not given (a test's stand-in study): every curve point counts as read at the peak
         self.decays_from = decays_from
+        self.n_embd = n_embd  # the model's width: a head of an h-head run is n_embd / h wide (None: not known)
         self._curves: dict[tuple[str, str], list] = {}
 
     # --- estimates ---------------------------------------------------------------------------------------------------
