@@ -56,22 +56,33 @@ def test_the_unigram_ceiling_is_drawn_where_a_loss_is_shown():
                    figures.curves({"alibi": LOG}, "val_loss", "t").axes[0].get_lines())
 
 
-def test_head_count_error_bars_are_the_given_intervals():
-    fig = figures.head_count([1, 4, 32], [2.1, 2.0, 2.2], [0.03, 0.01, 0.05], 128)
-    bars = fig.axes[0].collections[0].get_segments()  # one vertical segment per point: mean ± half-width
-    assert [round(float(np.ptp([p[1] for p in seg])) / 2, 6) for seg in bars] == [0.03, 0.01, 0.05]
+HEAD_CONTRASTS = {1: (0.1, 0.03, 3), 4: (0.0, 0.0, 3), 8: (-0.01, 0.02, 3), 32: (0.2, 0.05, 1)}
 
 
-def test_head_count_under_rope_names_the_frequencies_per_head():
-    """With RoPE the sweep also halves the rotation frequencies per head as the heads double: the axis says how many
-    each point has, and the title that the two are confounded; under another position method it says neither."""
-    fig = figures.head_count([1, 4, 32], [2.1, 2.0, 2.2], [0.03, 0.01, 0.05], 128, rope=True)
+def test_head_count_draws_the_contrasts_with_the_given_intervals():
+    fig = figures.head_count(HEAD_CONTRASTS, 4, 128, 16)
+    ax = fig.axes[0]
+    bars = ax.collections[0].get_segments()  # one vertical segment per point: contrast ± half-width
+    assert [round(float(np.ptp([p[1] for p in seg])) / 2, 6) for seg in bars] == [0.03, 0.0, 0.02, 0.05]
+    assert [round(float(np.mean([p[1] for p in seg])), 6) for seg in bars] == [0.1, 0.0, -0.01, 0.2]  # not losses
+    assert "− 4 heads'" in ax.get_ylabel()
+
+
+def test_head_count_names_widths_seeds_and_the_range_outside_vaswanis():
+    """Each tick says the head's width and how many seeds the point rests on; the counts whose heads are narrower than
+    Vaswani's narrowest are shaded and named a proxy; with RoPE the axis says the frequencies per head, and the title
+    that the two are confounded; under another position method it says neither."""
+    fig = figures.head_count(HEAD_CONTRASTS, 4, 128, 16, rope=True)
     labels = [t.get_text() for t in fig.axes[0].get_xticklabels()]
-    assert labels == ["1\nd=128\n64 freq.", "4\nd=32\n16 freq.", "32\nd=4\n2 freq."]
+    assert labels == ["1\nd=128\n64 freq.\n3 seeds", "4 (ref.)\nd=32\n16 freq.\n3 seeds",
+                      "8\nd=16\n8 freq.\n3 seeds", "32\nd=4\n2 freq.\n1 seed"]
     assert "confounded" in fig.axes[0].get_title() and "RoPE frequencies per head" in fig.axes[0].get_xlabel()
-    plain = figures.head_count([1, 4], [2.1, 2.0], [0.03, 0.01], 128)
+    (shade,) = fig.axes[0].patches
+    assert shade.get_x() < 32 < shade.get_x() + shade.get_width() and shade.get_x() > 8  # 32 shaded; 8 (16 wide) not
+    assert "proxy" in fig.axes[0].get_legend().get_texts()[0].get_text()
+    plain = figures.head_count({1: (0.1, 0.03, 3), 4: (0.0, 0.0, 3)}, 4, 128, 16)
     assert "freq" not in " ".join(t.get_text() for t in plain.axes[0].get_xticklabels()) + plain.axes[0].get_title()
-    assert "RoPE" not in plain.axes[0].get_xlabel()
+    assert "RoPE" not in plain.axes[0].get_xlabel() and not plain.axes[0].patches  # every head in range: no shade
 
 
 def test_heatmap_labels_grow_for_a_short_line():

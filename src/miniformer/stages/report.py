@@ -58,6 +58,7 @@ from miniformer.study.roles import (
     NO_MASK,
     SINGLE_HEAD,
     STABILITY_ROWS,
+    VASWANI_HEAD_WIDTH,
     position_runs,
 )
 from miniformer.study.settings import read_settings, settings_context
@@ -386,12 +387,14 @@ def heads_section(r: ReportInputs) -> dict:
                                             baseline_att["weights"][0]], baseline_att["tokens"][:n],
                                            "baseline, layer 0: every head"))
     head_runs = {h: e for h, e in HEAD_RUNS.items() if m.has(e)}
-    means = [m.mean(e, "val_loss") for e in head_runs.values()]
-    # a shape needs three head counts: with fewer (the default profile leaves the sweep to the long one) no curve
-    if all(x is not None for x in means) and len(head_runs) >= 3:
-        halves = [r.half_width(e) for e in head_runs.values()]
-        r.draw("head_count", figures.head_count(list(head_runs), means, halves, r.base.model.n_embd,
-                                                rope=r.base.model.pos == "rope"))
+    reference = next(h for h, e in HEAD_RUNS.items() if e == r.study.reference)
+    contrasts = {h: r.ev.effect(e, r.study.reference) for h, e in head_runs.items() if h != reference}
+    # a shape needs three head counts: with fewer (the default profile leaves the sweep to the long one) no figure
+    if reference in head_runs and len(head_runs) >= 3 and all(c is not None for c in contrasts.values()):
+        points = {h: (c.value, c.half_width, len(m.values(head_runs[h], "val_loss"))) for h, c in contrasts.items()}
+        points[reference] = (0.0, 0.0, len(m.values(r.study.reference, "val_loss")))
+        r.draw("head_count", figures.head_count(points, reference, r.base.model.n_embd, VASWANI_HEAD_WIDTH,
+                                                rope=r.base.model.pos == "rope", unit=r.ev.unit[:4]))
     runs = r.present([r.study.reference, *group_of(r.study, "heads")])
     return {"diversity": [(e, m.mean(e, "head_diversity"), m.mean(e, "val_loss") or 0) for e in runs],
             "head_counts": sorted(head_runs), "sweep_heads": sorted(h for h in HEAD_RUNS if h not in head_runs)}

@@ -234,18 +234,30 @@ def point_estimates(values: dict[str, float], errors: dict[str, float] | None, t
     return fig
 
 
-def head_count(counts: list[int], means: list[float], halves: list[float], n_embd: int, rope: bool = False):
-    """Val loss against head count at fixed width, each point ± the 95 % interval the claims table uses. Under RoPE a
-    head of width d rotates d/2 frequency pairs, so more heads also means fewer positional frequencies per head: the
-    axis says so, since the sweep cannot tell the two apart."""
-    fig, ax = plt.subplots(figsize=(6, 3.8 if rope else 3.6))
-    ax.errorbar(counts, means, yerr=halves, marker="o", capsize=3)
+def head_count(contrasts: dict[int, tuple[float, float, int]], reference: int, n_embd: int, min_width: int,
+               rope: bool = False, unit: str = "char"):
+    """Each head count's val loss minus the reference's (its 4 heads), ± the 95 % interval the claims table uses: the
+    paired contrasts the verdicts read, not absolute losses whose bars hide the shared seeds. Counts whose heads are
+    narrower than ``min_width`` (Vaswani's narrowest) are shaded: the counted verdict does not read them. Under RoPE a
+    head of width d rotates d/2 frequency pairs, so more heads also means fewer positional frequencies per head."""
+    fig, ax = plt.subplots(figsize=(6.4, 4.0 if rope else 3.8))
+    counts = sorted(contrasts)
+    ax.errorbar(counts, [contrasts[h][0] for h in counts], yerr=[contrasts[h][1] for h in counts], marker="o",
+                capsize=3, linestyle="none")
+    ax.axhline(0, color="0.4", lw=0.8)
     ax.set_xscale("log", base=2)
-    ax.set_xticks(counts, [f"{h}\nd={n_embd // h}" + (f"\n{n_embd // h // 2} freq." if rope else "") for h in counts])
+    ax.set_xticks(counts, [f"{h}{' (ref.)' if h == reference else ''}\nd={n_embd // h}"
+                           + (f"\n{n_embd // h // 2} freq." if rope else "")
+                           + f"\n{contrasts[h][2]} seed{'s' if contrasts[h][2] != 1 else ''}" for h in counts])
+    narrow = [h for h in counts if n_embd // h < min_width]
+    if narrow:
+        ax.axvspan(min(narrow) / 2 ** 0.5, max(narrow) * 2 ** 0.5, color="0.85", zorder=0,
+                   label=f"heads narrower than {min_width} (outside Vaswani's range): a proxy")
+        ax.legend(fontsize=8, loc="upper left")
     if rope:
         ax.set_title("with RoPE, more heads = fewer rotation frequencies per head (confounded)", fontsize=9)
-    ax.set_xlabel("heads, head dim d" + (", RoPE frequencies per head" if rope else "") + " (fixed n_embd)")
-    ax.set_ylabel("val loss (nats/char), ± 95 % interval")
+    ax.set_xlabel("heads, head dim d" + (", RoPE frequencies per head" if rope else "") + ", seeds (fixed n_embd)")
+    ax.set_ylabel(f"val loss − {reference} heads' (nats/{unit}), ± 95 %")
     ax.grid(alpha=0.3)
     return fig
 
