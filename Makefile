@@ -5,7 +5,7 @@ export PATH := $(abspath $(VENV))/bin:$(PATH)
 CORES ?= 2
 TORCH_INDEX ?=
 
-.PHONY: course venv study long replication smoke crosscheck report test test-fast lint bench mutation clean notebook
+.PHONY: course venv study long ladder replication smoke crosscheck report test test-fast lint bench mutation clean notebook
 
 $(VENV)/.installed: pyproject.toml
 	python3 -m venv $(VENV)
@@ -32,6 +32,12 @@ study: venv
 # (README, "Two budgets")
 long: venv
 	snakemake --cores $(CORES) all --config profile=long
+
+# Xiong's warm-up claim on a ladder of rates: both norm placements without warm-up and with half the run, at lr 0.002,
+# 0.005 and 0.01, three seeds each (params.yaml `profiles.ladder`; ≈ 40 min on 2 cores). Like `make long` it trains
+# into results/: run it in a clone of its own
+ladder: venv
+	snakemake --cores $(CORES) all --config profile=ladder
 
 # the replication settings (params.yaml profiles bpe and small: the plays as BPE tokens, a model of half the depth),
 # each a study in replication/<setting>/ (≈ 2 h on 2 cores); `make study` then renders their claims beside its own

@@ -18,8 +18,8 @@ ROOT = Path(__file__).resolve().parents[1]
 
 # The longest files first: under `make test` (pytest-xdist, one file per worker at a time) each starts at once on a
 # worker of its own while the short files fill in around them; the sort is stable, so each file keeps its own order.
-LONGEST_FIRST = ("test_pipeline.py", "test_dvc_pipeline.py", "test_replication.py", "test_slurm.py", "test_course.py",
-                 "test_notebook.py", "test_faults.py", "test_hub.py")
+LONGEST_FIRST = ("test_pipeline.py", "test_dvc_pipeline.py", "test_replication.py", "test_ladder.py", "test_slurm.py",
+                 "test_course.py", "test_notebook.py", "test_faults.py", "test_hub.py")
 
 
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:

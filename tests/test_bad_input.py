@@ -267,6 +267,30 @@ def test_the_long_profile_trains_exactly_the_runs_the_converged_claims_read():
                for e, s in study.runs())
 
 
+def test_the_ladder_profile_trains_the_warm_up_arms_at_every_rate_and_seed_and_nothing_else():
+    """Xiong's ladder (params.yaml `profiles.ladder`): the reference and the four warm-up arms the claim reads, each at
+    every rate of its `ladder:`, every seed; the default profile runs none of the ladder's extra points."""
+    from miniformer.study.claims import WARMUP_RUNS
+    study = Study.load(REPO_PARAMS, "ladder")
+    assert {study.parent(n) for n in study.names()} == {"baseline", *WARMUP_RUNS.values()}
+    rates = {exp: sorted(study.config(n, 0).train.lr for n in study.names() if study.parent(n) == exp)
+             for exp in WARMUP_RUNS.values()}
+    assert all(r == [0.002, 0.005, 0.01] for r in rates.values()), rates
+    assert all(len(study.seeds_for(n)) == 3 for n in study.names())  # a cell's pass/fail over three seeds
+    default = Study.load(REPO_PARAMS, "default")
+    assert not set(default.names()) & (study.ladder_points - default.sweep_points)
+    assert all(len(default.seeds_for(n)) == 1 for n in default.names() if n in default.points)
+
+
+def test_a_ladder_point_also_in_the_sweep_is_one_run_and_a_clash_is_one_line(tmp_path):
+    raw = yaml.safe_load(Path(REPO_PARAMS).read_text())
+    arm = raw["experiments"]["block_post_norm_no_warmup"]
+    assert "block_post_norm_no_warmup/lr=0.002" in Study(raw, "ladder").ladder_points & Study(raw).sweep_points
+    arm["ladder"] = {"train.lr": [0.002], "train.min_lr": [0.0003]}  # the same name, another setting
+    with pytest.raises(UserError, match="its sweep and ladder both name 'block_post_norm_no_warmup/lr=0.002'"):
+        Study(raw, "ladder")
+
+
 @pytest.fixture
 def trained(tmp_path, corpus):
     params = tiny_params(corpus)

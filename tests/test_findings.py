@@ -111,27 +111,77 @@ def warmup_runs(post_none: dict, post_long: dict, pre_none: dict, pre_long: dict
             "block_pre_norm_no_warmup": pre_none, "block_pre_norm_long_warmup": pre_long}
 
 
+def three(*vals: float, **extra) -> dict:
+    """Three seeds, one val loss each (one value: the same for all three)."""
+    vals = vals * 3 if len(vals) == 1 else vals
+    return {f"seed{i}": {"val_loss": v, **extra} for i, v in enumerate(vals)}
+
+
+XIONG = "Post-norm needs warm-up; pre-norm trains without"
+
+
 def test_post_norm_warmup_claim_compares_warmup_lengths_at_one_rate():
     """Xiong's test: one high rate, warm-up varied. Post-norm must fail without and train with the long warm-up,
-    pre-norm must train without as well as with it."""
-    claim = "Post-norm needs warm-up; pre-norm trains without"
-    assert by_claim(warmup_runs(seeds(3.2), seeds(2.2), seeds(2.01), seeds(2.0)))[claim] == "reproduced"
-    diverged = seeds(2.1, diverged=True, divergence_step=40)  # a divergence is a failure whatever its last loss
-    assert by_claim(warmup_runs(diverged, seeds(2.2), seeds(2.01), seeds(2.0)))[claim] == "reproduced"
+    pre-norm must train without as well as with it; a pass/fail decides only over three seeds that agree."""
+    judged = lambda *runs: by_claim(warmup_runs(*runs), unigram=3.25)[XIONG]  # noqa: E731
+    assert judged(three(3.24), three(2.2), three(2.01), three(2.0)) == "reproduced"
+    diverged = three(2.1, diverged=True, divergence_step=40)  # a divergence is a failure whatever its last loss
+    assert judged(diverged, three(2.2), three(2.01), three(2.0)) == "reproduced"
+    # one seed's pass/fail decides nothing: the rate may be at the edge of stability
+    assert judged(seeds(3.24), seeds(2.2), seeds(2.01), seeds(2.0)) == "undecided"
+    # the seeds went different ways: undecided, never the majority's word
+    assert judged(three(3.24, 3.24, 2.1), three(2.2), three(2.01), three(2.0)) == "undecided"
     # post-norm fails even with the long warm-up: this rate cannot show what warm-up buys
-    assert by_claim(warmup_runs(seeds(3.2), seeds(3.2, diverged=True), seeds(2.01), seeds(2.0)))[claim] == "undecided"
-    # pre-norm pays for no warm-up too, but far less than post-norm (a long warm-up costs steps at any placement)
-    assert by_claim(warmup_runs(seeds(3.2), seeds(2.2), seeds(2.3), seeds(2.0)))[claim] == "reproduced"
+    assert judged(three(3.24), three(3.2, diverged=True), three(2.01), three(2.0)) == "undecided"
+    assert judged(three(3.24), three(2.2, 2.2, 3.24), three(2.01), three(2.0)) == "undecided"
+    # every arm trains: the difference in differences decides. Pre-norm pays for no warm-up too, but far less than
+    # post-norm (a long warm-up costs steps at any placement)
+    assert judged(three(2.6), three(2.2), three(2.3), three(2.0)) == "reproduced"
     # both pay the same: what warm-up buys post-norm is what it costs anyone at this budget, not a need
-    assert by_claim(warmup_runs(seeds(3.2), seeds(2.2), seeds(3.0), seeds(2.0)))[claim] == "undecided"
+    assert judged(three(2.6), three(2.2), three(2.6), three(2.2)) == "undecided"
     # post-norm gains more from dropping the warm-up than pre-norm: contradicted
-    assert by_claim(warmup_runs(seeds(2.0), seeds(2.4), seeds(2.0), seeds(2.0)))[claim] == "contradicted"
-    # pre-norm fails without warm-up: the second half of the claim is contradicted
-    assert by_claim(warmup_runs(seeds(3.2), seeds(2.2), seeds(3.0, diverged=True), seeds(2.0)))[claim] == \
-        "contradicted"
+    assert judged(three(2.0), three(2.4), three(2.0), three(2.0)) == "contradicted"
+    # pre-norm fails without warm-up in every seed: the second half of the claim is contradicted
+    assert judged(three(3.24), three(2.2), three(3.0, diverged=True), three(2.0)) == "contradicted"
     # a run stuck at the unigram loss learned nothing: it fails, too
-    stuck = Evidence(warmup_runs(seeds(3.24), seeds(3.24), seeds(2.0), seeds(2.0)), unigram=3.25)
-    assert {f.claim: f.verdict for f in claims(stuck)}[claim] == "undecided"
+    assert judged(three(3.24), three(3.24), three(2.0), three(2.0)) == "undecided"
+
+
+def ladder(cells: dict[float, tuple[dict, dict, dict, dict]]) -> tuple[dict, dict]:
+    """The four warm-up arms at several rates (the ladder profile): metrics and the sweeps that name each run's rate;
+    the highest rate is the arms' own run, the others their ladder points."""
+    top = max(cells)
+    metrics, sweeps = {"baseline": base()}, {}
+    for lr, runs in cells.items():
+        for exp, run in zip(("block_post_norm_no_warmup", "block_post_norm_long_warmup", "block_pre_norm_no_warmup",
+                             "block_pre_norm_long_warmup"), runs):
+            name = exp if lr == top else f"{exp}/lr={lr:g}"
+            metrics[name] = run
+            sweeps.setdefault(exp, []).append((name, lr))
+    return metrics, sweeps
+
+
+def test_the_warm_up_ladder_is_judged_at_every_rate_and_says_where_the_rates_disagree():
+    need = (three(3.24), three(2.2), three(2.01), three(2.0))  # the need shows: post-norm fails only without warm-up
+    calm = (three(2.05), three(2.1), three(2.0), three(2.05))  # all train, no rate-specific need (DiD ≈ 0)
+    against = (three(3.24), three(2.2), three(3.24), three(2.0))  # pre-norm fails without it too
+    judge = lambda cells: {f.claim: f for f in claims(Evidence(ladder(cells)[0], sweeps=ladder(cells)[1],  # noqa: E731
+                                                               unigram=3.25))}[XIONG]
+    shown = judge({0.002: calm, 0.005: calm, 0.01: need})
+    assert shown.verdict == "reproduced"  # the need shows at the high rate; the low ones do not contradict it
+    assert all(f"at lr {lr}" in shown.measurement for lr in ("0.002", "0.005", "0.01"))
+    assert set(shown.estimates) == {"post at lr 0.01", "pre at lr 0.01", "post − pre at lr 0.01"}  # named by rate
+    assert "3/3 seeds train" in shown.measurement and "0/3 seeds train" in shown.measurement
+    split = judge({0.005: against, 0.01: need})
+    assert split.verdict == "undecided" and "the rates disagree" in split.measurement
+    assert judge({0.005: against, 0.01: calm}).verdict == "contradicted"
+    # where every rate trains, the highest rate's difference in differences decides, as in Xiong's one-rate design
+    assert judge({0.005: calm, 0.01: (three(2.6), three(2.2), three(2.3), three(2.0))}).verdict == "reproduced"
+    assert judge({0.005: (three(2.6), three(2.2), three(2.3), three(2.0)), 0.01: calm}).verdict != "reproduced"
+    # a rate where an arm did not run is no cell: the others decide
+    metrics, sweeps = ladder({0.005: against, 0.01: need})
+    del metrics["block_pre_norm_no_warmup/lr=0.005"]
+    assert {f.claim: f.verdict for f in claims(Evidence(metrics, sweeps=sweeps, unigram=3.25))}[XIONG] == "reproduced"
 
 
 def test_stability_map_marks_runs_at_the_unigram_loss():

@@ -28,7 +28,7 @@ from miniformer.network.objectives import OBJECTIVES
 from miniformer.runtime.schedule import SCHEDULES
 from miniformer.tokenizer import TOKENIZERS
 
-PROFILES = ("smoke", "default", "gpu", "course", "long", "bpe", "small")
+PROFILES = ("smoke", "default", "gpu", "course", "long", "bpe", "small", "ladder")
 # The replication settings: each changes one thing of the default setting (the tokenization, the model size) and
 # trains the runs the counted claims read, three seeds each (`make replication`, stages/replicate.py)
 REPLICATION = ("bpe", "small")
@@ -105,8 +105,8 @@ class EvalConfig:
 
 
 SECTIONS: dict[str, type] = {"data": DataConfig, "model": ModelConfig, "train": TrainConfig, "eval": EvalConfig}
-EXPERIMENT_KEYS = {"group", "hypothesis", "all_seeds", "seeds", "peer", "sweep", "profiles", *SECTIONS}
-PROFILE_KEYS = {"seeds_per_experiment", "experiments", "sweeps", *SECTIONS}
+EXPERIMENT_KEYS = {"group", "hypothesis", "all_seeds", "seeds", "peer", "sweep", "ladder", "profiles", *SECTIONS}
+PROFILE_KEYS = {"seeds_per_experiment", "experiments", "sweeps", "ladders", *SECTIONS}
 TOP_KEYS = {"profile", "seeds", "experiments", "profiles", "findings", "tracking", *SECTIONS}
 SWEEP_SECTIONS = ("model", "train", "eval")  # data is shared by every run: one tokenization
 
@@ -312,9 +312,9 @@ class Study:
             raise UserError(f"params: exactly one experiment must have group: {REFERENCE_GROUP} (the run every verdict "
                             f"compares against, whose seed spread is the noise floor); found {len(references)}")
         self.reference: str = references[0]
-        self.points: dict[str, tuple[str, dict]] = {}  # "experiment/key=value" -> (experiment, overrides)
-        for name, exp in self.experiments.items():
-            self.points.update(expand_sweep(name, exp.get("sweep"), self.section))
+        # "experiment/key=value" -> (experiment, overrides), and which of them `sweep:` and `ladder:` name
+        self.points: dict[str, tuple[str, dict]] = {}
+        self.sweep_points, self.ladder_points = expand_points(self.experiments, self.section, self.points)
         findings = raw.get("findings") or {}
         _check_fields(FindingsConfig, findings, "findings.")
         self.findings = FindingsConfig(**findings)
@@ -337,7 +337,9 @@ class Study:
         every sweep point)."""
         parent, profile = self.parent(experiment), self._profile_overrides()
         listed = parent in profile.get("experiments", [parent])
-        swept = experiment not in self.points or profile.get("sweeps", True)
+        swept = experiment not in self.points or (
+            (experiment in self.sweep_points and profile.get("sweeps", True))
+            or (experiment in self.ladder_points and profile.get("ladders", False)))
         return listed and swept and self.profile in self.experiments[parent].get("profiles", PROFILES)
 
     def names(self) -> list[str]:
@@ -361,9 +363,11 @@ class Study:
 
     def seeds_for(self, experiment: str) -> list[int]:
         """The reference and experiments marked all_seeds (true, or a list naming this profile) run every seed; the
-        rest their first `seeds:` or the profile's count, whichever is more; a sweep point its experiment's first."""
+        rest their first `seeds:` or the profile's count, whichever is more; a sweep point its experiment's first, a
+        ladder point (where the profile runs ladders) its experiment's every seed."""
         if experiment in self.points and self.active(experiment):
-            return self.seeds_for(self.points[experiment][0])[:1]
+            every = experiment in self.ladder_points and self._profile_overrides().get("ladders", False)
+            return self.seeds_for(self.points[experiment][0])[: None if every else 1]
         if not self.active(experiment):
             return []
         exp = self.experiments[experiment]
@@ -431,7 +435,23 @@ class Study:
         )
 
 
-def expand_sweep(name: str, sweep: Any, section_of) -> dict[str, tuple[str, dict]]:
+def expand_points(experiments: dict[str, dict], section_of, points: dict) -> tuple[set[str], set[str]]:
+    """Every experiment's sweep and ladder points into ``points``; returns the names of each kind. A ladder is a
+    sweep only the profiles with `ladders: true` run, at every seed of its experiment (a cell decided by each seed's
+    pass/fail); a point both name is one run, not two, and must be one setting."""
+    for name, exp in experiments.items():
+        points.update(expand_sweep(name, exp.get("sweep"), section_of))
+    sweep_points, ladder_points = set(points), set()
+    for name, exp in experiments.items():
+        for label, point in expand_sweep(name, exp.get("ladder"), section_of, "ladder").items():
+            if points.setdefault(label, point) != point:
+                raise UserError(f"params: experiments.{name}: its sweep and ladder both name {label!r} with "
+                                "different settings; give the point one setting")
+            ladder_points.add(label)
+    return sweep_points, ladder_points
+
+
+def expand_sweep(name: str, sweep: Any, section_of, key: str = "sweep") -> dict[str, tuple[str, dict]]:
     """``sweep: {train.lr: [a, b, c], train.min_lr: [...]}``: one run per position of the (zipped) lists.
 
     A point is named after the first key, ``<experiment>/lr=<value>``; the point equal to the experiment itself
@@ -440,7 +460,7 @@ def expand_sweep(name: str, sweep: Any, section_of) -> dict[str, tuple[str, dict
     """
     if sweep is None:
         return {}
-    where = f"experiments.{name}.sweep"
+    where = f"experiments.{name}.{key}"
     if not isinstance(sweep, dict) or not sweep:
         raise UserError(f"params: {where} must map 'section.key' to a list of values, e.g. {{train.lr: [1e-3]}}")
     lengths = set()
@@ -488,6 +508,7 @@ def _check_profiles(profiles: dict) -> None:
         if type(per) is not int or per < 1:
             raise UserError(f"params: profiles.{name}.seeds_per_experiment = {_short(per)} must be an integer >= 1")
         _check_value(prof.get("sweeps", True), bool, f"profiles.{name}.sweeps")
+        _check_value(prof.get("ladders", False), bool, f"profiles.{name}.ladders")
 
 
 def _check_profile_experiments(profiles: dict, experiments: dict) -> None:

@@ -35,11 +35,12 @@ def params_schema() -> dict:
         "peer": {"type": "boolean"},
         "profiles": {"type": "array", "items": {"enum": list(PROFILES)}, "minItems": 1},
         "sweep": {"type": "object", "additionalProperties": {"type": "array"}},
+        "ladder": {"type": "object", "additionalProperties": {"type": "array"}},
         **overrides}}
     profile = {"type": "object", "additionalProperties": False,
                "properties": {"seeds_per_experiment": {"type": "integer", "minimum": 1},
                               "experiments": {"type": "array", "items": {"type": "string"}, "minItems": 1},
-                              "sweeps": {"type": "boolean"}, **sections}}
+                              "sweeps": {"type": "boolean"}, "ladders": {"type": "boolean"}, **sections}}
     return {
         "$schema": "https://json-schema.org/draft/2020-12/schema",
         "title": "miniformer params.yaml",

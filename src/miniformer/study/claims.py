@@ -681,35 +681,88 @@ def warmup_context(ev: Evidence, high: float | None) -> str:
     return "; ".join(parts)
 
 
-def warmup_needed(ev: Evidence) -> Judgement:
-    """Xiong 2020, as their Figs. 2-3 test it: one high learning rate, warm-up varied, both placements. Post-norm
-    needs the warm-up when, without it, it fails outright while pre-norm trains, or (all train) loses more from
-    dropping it than pre-norm does — the difference in differences, which cancels what a long warm-up costs in steps
-    at a short budget. If post-norm fails even with the long warm-up, this rate cannot show what warm-up buys."""
-    runs = {k: e for k, e in WARMUP_RUNS.items() if ev.m.has(e)}
-    if len(runs) < len(WARMUP_RUNS):
-        return Judgement("runs missing", "not run")
+def _seeds_word(outcomes: list[bool]) -> str:
+    return f"{sum(outcomes)}/{len(outcomes)} seed{'s' if len(outcomes) != 1 else ''} train"
+
+
+def warmup_cell(ev: Evidence, runs: dict[tuple[str, str], str]) -> tuple[str, str, dict, str]:
+    """Xiong's test at one rate: (verdict, measurement, estimates, the gate's reason). Post-norm needs the warm-up
+    when, without it, every seed fails while with it every seed trains and pre-norm trains without it in every seed;
+    pre-norm fails without it in every seed: contradicted. A pass/fail decides only over OWN_SPREAD_SEEDS seeds or more,
+    and only where each arm went the same way in every seed (mixed seeds: the rate is at the edge of stability). Where
+    every seed of every arm trains, the difference in differences decides: what post-norm loses from dropping the
+    warm-up beyond what pre-norm loses, which cancels what a long warm-up costs in steps at a short budget."""
     post = ev.effect(runs[("post", "none")], runs[("post", "long")])
     pre = ev.effect(runs[("pre", "none")], runs[("pre", "long")])
     did = difference_in_differences(ev, runs[("post", "none")], runs[("post", "long")], runs[("pre", "none")],
                                     runs[("pre", "long")])
-    trains = {k: ev.trains(e) for k, e in runs.items()}
-    high = rate_of(ev, runs[("post", "none")])
-    rate = f"lr {high:g}" if high is not None else "one high rate"
-    text = (f"at {rate}, without − with the long warm-up: post-norm {ev.text(post)}, pre-norm {ev.text(pre)}; "
-            f"post − pre of those = {ev.text(did)}; "
-            + ", ".join(f"{e} {'trains' if trains[k] else 'fails'}" for k, e in runs.items()))
-    context = warmup_context(ev, high)
-    text += f"; {context}" if context else ""
+    outcomes = {k: ev.seeds_training(e) for k, e in runs.items()}
+    every = {k: bool(o) and all(o) for k, o in outcomes.items()}
+    never = {k: bool(o) and not any(o) for k, o in outcomes.items()}
+    seeds = min(len(o) for o in outcomes.values())
+    text = (f"without − with the long warm-up: post-norm {ev.text(post)}, pre-norm {ev.text(pre)}; post − pre of "
+            f"those = {ev.text(did)}; " + ", ".join(f"{e} {_seeds_word(outcomes[k])}" for k, e in runs.items()))
     estimates = {"post": post, "pre": pre, "post − pre": did}
-    if not trains[("post", "long")]:
-        return Judgement(f"undecided at this budget: post-norm fails at this rate even with the long warm-up, so it "
-                         f"cannot show what warm-up buys (a lower rate, or a longer run, would); {text}",
-                         "undecided", estimates)
-    if not trains[("pre", "none")]:
-        return Judgement(text, "contradicted", estimates)  # pre-norm needs it too
-    verdict = "reproduced" if not trains[("post", "none")] else greater(did)
-    return Judgement(text, verdict, estimates)
+    if all(every.values()):
+        return greater(did), text, estimates, ""
+    if not every[("post", "long")]:
+        return ("undecided", f"post-norm does not train in every seed even with the long warm-up, so this rate cannot "
+                f"show what warm-up buys; {text}", estimates, "post-norm fails with the long warm-up")
+    if seeds < OWN_SPREAD_SEEDS:
+        return ("undecided", f"a run failed, and a pass/fail decides over {OWN_SPREAD_SEEDS} seeds or more ({seeds} "
+                f"ran; `make ladder` runs each arm at three rates, three seeds each); {text}", estimates,
+                f"pass/fail on {seeds} seed{'s' if seeds != 1 else ''}")
+    if never[("pre", "none")]:
+        return "contradicted", text, estimates, "pre-norm fails without warm-up in every seed"
+    if never[("post", "none")] and every[("pre", "none")]:
+        return "reproduced", text, estimates, "each seed's pass/fail"
+    return ("undecided", f"the seeds went different ways: the rate is at the edge of stability; {text}", estimates,
+            "seeds went different ways")
+
+
+def warmup_needed(ev: Evidence) -> Judgement:
+    """Xiong 2020, as their Figs. 2-3 test it: warm-up varied at a high learning rate, both placements — here at
+    every rate of the ladder where all four arms ran (the ladder profile: three rates, three seeds each; elsewhere the
+    one high rate). Reproduced where a rate shows the need and none contradicts it, contradicted where one contradicts
+    and none shows it; a ladder whose rates disagree is undecided, and says so."""
+    arms = {k: e for k, e in WARMUP_RUNS.items() if ev.m.has(e)}
+    if len(arms) < len(WARMUP_RUNS):
+        return Judgement("runs missing", "not run")
+    own = rate_of(ev, arms[("post", "none")])
+    rates = sorted({lr for e in arms.values() for _, lr in ev.sweeps.get(e, [])} | ({own} if own else set()))
+    ladder = {lr: {k: run_at_rate(ev, e, lr) for k, e in arms.items()} for lr in rates}
+    cells = {lr: warmup_cell(ev, runs) for lr, runs in ladder.items() if all(runs.values())}
+    if not cells:  # the rates are not known (a stand-in study): the arms as they are, at their one rate
+        cells = {None: warmup_cell(ev, arms)}
+    # a rate where some arm failed is decided by the seeds' pass/fail; a rate where every seed trained, by the
+    # difference in differences, and only where no rate failed: below the rates where post-norm fails without
+    # warm-up its need cannot show as a failure, and no need there is no evidence against Xiong's
+    failing = {lr: c for lr, c in cells.items() if c[3]}
+    verdicts = [c[0] for c in failing.values()] or [cells[max(cells, key=lambda lr: -1 if lr is None else lr)][0]]
+    if "reproduced" in verdicts and "contradicted" not in verdicts:
+        verdict = "reproduced"
+    elif "contradicted" in verdicts and "reproduced" not in verdicts:
+        verdict = "contradicted"
+    else:
+        verdict = "undecided"
+    split = "reproduced" in verdicts and "contradicted" in verdicts
+    several = len(cells) > 1
+    text = "; ".join(f"{'at lr ' + format(lr, 'g') if lr is not None else 'at one high rate'}: "
+                     + (f"{c[0]} — " if several else "") + c[1] for lr, c in cells.items())
+    if failing and len(failing) < len(cells):
+        text += ("; where every seed of every arm trained, the difference in differences is shown, not judged: "
+                 "below the rate where post-norm fails without warm-up its need cannot show as a failure")
+    if split:
+        text = f"undecided: the rates disagree (the need shows at one, is contradicted at another); {text}"
+    context = warmup_context(ev, own) if not several else ""
+    text += f"; {context}" if context else ""
+    # the headline estimates are the cell that decided (the highest rate that did, else the highest): named by rate
+    # where a ladder ran, so another study's one-rate estimates are never matched with another rate's
+    decided = [lr for lr, c in (failing or cells).items() if c[0] == verdict] or list(failing or cells)
+    top = max(decided, key=lambda lr: -1 if lr is None else lr)
+    estimates = cells[top][2] if not several else {f"{n} at lr {top:g}": e for n, e in cells[top][2].items()}
+    why = cells[top][3] if verdict == cells[top][0] else ""
+    return Judgement(text, verdict, estimates, why=why)
 
 
 def post_norm_not_worse(ev: Evidence) -> Judgement:

@@ -397,6 +397,14 @@ class Evidence(CurveContrasts):
         return v is not None and not self.m.any_true(run, "diverged") and learned(
             v, self.unigram, self.m.mean(self.reference, "val_loss"), self.cfg)
 
+    def seeds_training(self, run: str) -> list[bool]:
+        """Each seed's pass/fail under `trains`' rule: where a run may be stuck at the unigram loss, a loss interval
+        pooled from runs that trained says nothing about it, and how many seeds trained does."""
+        reference = self.m.mean(self.reference, "val_loss")
+        return [isinstance(v := r.get("val_loss"), int | float) and not isinstance(v, bool) and v == v
+                and r.get("diverged") is not True and learned(v, self.unigram, reference, self.cfg)
+                for r in self.m.nested.get(run, {}).values()]
+
     def stability_map(self) -> dict[tuple[str, str], dict[float, dict]]:
         """(norm, warm-up) -> learning rate -> {val_loss, diverged, stuck (near the unigram), trains (rows' rule)}."""
         out: dict[tuple[str, bool], dict[float, dict]] = {}
