@@ -1706,6 +1706,12 @@ def test_the_margins_are_per_character_so_a_bpe_run_is_held_to_the_same_band():
             "pos_learned_token_scale": seeds(2.0)}
     (h,) = [f for f in claims(Evidence(nope, chars_per_token=2.5)) if f.claim.startswith("Causal LM without positions")]
     assert "holds if each ≤ 0.125 nats per token" in h.measurement
+    # the generations' trigram loss is per token too: 0.4 nats per token of growth is 0.16 per character, inside
+    # the 0.25-per-character band where, read per character, it would be outside it
+    metrics, samples = generated("pos_alibi", 0.4)
+    flat = "ALiBi: generations past the training length stay text-like"
+    assert {f.claim: f.verdict for f in claims(Evidence(metrics, **samples))}[flat] == "contradicted"
+    assert {f.claim: f.verdict for f in claims(Evidence(metrics, **samples, chars_per_token=2.5))}[flat] == "reproduced"
 
 
 def test_characters_per_token_reads_the_val_split(tmp_path):

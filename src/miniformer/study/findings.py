@@ -310,7 +310,8 @@ class Evidence(CurveContrasts):
         self.chars_per_token = chars_per_token
         self.unit = "character" if chars_per_token == 1 else "token"
         self.cfg = replace(cfg, equivalence_margin=cfg.equivalence_margin * chars_per_token,
-                           unigram_margin=cfg.unigram_margin * chars_per_token)
+                           unigram_margin=cfg.unigram_margin * chars_per_token,
+                           generation_margin=cfg.generation_margin * chars_per_token)
         super().__init__(Metrics(nested, reference), samples or {}, Interval(self.cfg.confidence, self.cfg.bootstrap),
                          pools, rates)
         self.reference, self.unigram = reference, unigram
