@@ -39,6 +39,10 @@ def test_replicate_runs_each_setting_in_its_folder_and_the_reports_show_every_cl
         assert claims["profile"] == name
         assert not (study / "results" / "runs").exists()  # the default study's folders are untouched
         assert (study / "replication" / name / "report" / "report.html").exists()
+    # a BPE setting's report says what its numbers are per: a token, not a character
+    bpe_report = (study / "replication" / "bpe" / "report" / "report.html").read_text()
+    assert "the train split's token\nfrequencies" in bpe_report and "character n-grams" not in bpe_report
+    assert "character\nfrequencies" in (study / "replication" / "small" / "report" / "report.html").read_text()
     bpe = json.loads((study / "results" / "settings" / "bpe.json").read_text())["setting"]
     small = json.loads((study / "results" / "settings" / "small.json").read_text())["setting"]
     assert bpe["tokenizer"] == "bpe" and small["tokenizer"] == "char" and small["n_layer"] == 2
