@@ -450,6 +450,17 @@ def test_the_head_rows_say_how_wide_each_head_is():
     assert "narrower than" not in claims(Evidence({"baseline": base(), **HEADS_U}, n_embd=512))[1].measurement
 
 
+def test_a_finding_names_the_runs_it_read_that_sit_at_the_unigram_loss():
+    """The warm-up row reading post-norm stuck at the unigram loss names it; a row whose runs all learned names none,
+    and a row that did not run names none either."""
+    found = {f.claim: f for f in claims(Evidence(warmup_runs(three(3.24), three(2.2), three(2.01), three(2.0)),
+                                                 unigram=3.25))}
+    assert found[XIONG].stuck == ("block_post_norm_no_warmup",)
+    assert found["RMSNorm ≈ LayerNorm"].stuck == ()
+    from miniformer.study.claim_table import claim_records
+    assert claim_records([found[XIONG]])[0]["stuck"] == ["block_post_norm_no_warmup"]  # what claims.json records
+
+
 def test_every_claim_is_covered_by_the_cases():
     named = {c.claim for c in claims(Evidence({"baseline": base()}))}
     assert named == {case[0] for case in CASES}

@@ -130,6 +130,19 @@ def test_the_page_renders_every_claim_in_every_setting_from_sealed_files(tmp_pat
     assert "Counted claims about converged models, apart" in html
 
 
+def test_a_cell_resting_on_a_run_at_the_unigram_loss_says_so(tmp_path):
+    stuck = document("small")
+    i = next(i for i, r in enumerate(stuck["claims"]) if r["verdict"] == "reproduced" and r["counted"])
+    stuck["claims"][i]["stuck"] = ["block_no_residual"]
+    write_setting(tmp_path, "small", stuck)
+    mine = tmp_path / "mine.json"
+    mine.write_text(sealed_claims_text({k: v for k, v in REFERENCE.items() if k != "checksum"}))
+    html = build_settings_page(tmp_path, mine, tmp_path / "replication.html").read_text()
+    rows = html[html.index('id="settings-table"'):].split("<tr>")
+    assert "at the unigram loss (learned nothing): block_no_residual" in rows[2 + i]
+    assert html.count("at the unigram loss (learned nothing)") == 1  # a file without the list marks nothing
+
+
 def test_the_page_needs_a_setting_to_show(tmp_path):
     mine = tmp_path / "mine.json"
     mine.write_text(sealed_claims_text({k: v for k, v in REFERENCE.items() if k != "checksum"}))

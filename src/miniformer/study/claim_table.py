@@ -35,7 +35,7 @@ def claim_records(found: list[Finding]) -> list[dict]:
         records.append({"claim": f.claim, "source": f.source, "test": f.test, "counted": f.counted,
                         "verdict": f.verdict, "converged": f.converged, "still_changing": f.still_changing,
                         "flattened": f.flattened, "trend": f.trend, "judged": list(f.judged or f.estimates),
-                        "estimates": estimates})
+                        "stuck": list(f.stuck), "estimates": estimates})
     return records
 
 

@@ -123,9 +123,10 @@ class Claim:
         if "pos_sinusoidal" in self.runs and judged.verdict != "not run":  # every row reading the arm says what it is
             judged.measurement += sinusoidal_note(ev)
         trend = last_move_word(ev, *judged.curve) if judged.curve else ""
+        stuck = tuple(r for r in self.runs if judged.verdict != "not run" and ev.m.has(r) and ev.at_unigram(r))
         return Finding(claim=self.claim, source=self.source, test=TESTS[self.test], counted=self.test in COUNTED,
                        source_numbers=self.source_numbers, resolves=resolution(judged), converged=self.converged,
-                       trend=trend, **vars(judged))
+                       trend=trend, stuck=stuck, **vars(judged))
 
 
 def resolution(j: Judgement) -> str:

@@ -63,6 +63,9 @@ class Finding(Judgement):
     # training has flattened for this claim (claims.flattened_for): its effect's peak-rate drift could not flip its
     # verdict; False, or None (not measurable), leaves a converged claim untested here
     flattened: bool | None = True
+    # the runs this claim reads that sit at the unigram loss (learned no use of context): a verdict that rests on
+    # one says what a model that learned nothing does, and every table showing it says so
+    stuck: tuple[str, ...] = ()
 
     @property
     def untested_at_convergence(self) -> bool:
@@ -398,6 +401,11 @@ class Evidence(CurveContrasts):
         return v is not None and not self.m.any_true(run, "diverged") and learned(
             v, self.unigram, self.m.mean(self.reference, "val_loss"), self.cfg)
 
+    def at_unigram(self, run: str) -> bool:
+        """A run whose mean val loss sits within `unigram_margin` of the unigram loss: it learned no use of context."""
+        v = self.m.mean(run, "val_loss")
+        return self.unigram is not None and v is not None and v >= self.unigram - self.cfg.unigram_margin
+
     def seeds_training(self, run: str) -> list[bool]:
         """Each seed's pass/fail under `trains`' rule: where a run may be stuck at the unigram loss, a loss interval
         pooled from runs that trained says nothing about it, and how many seeds trained does."""
@@ -462,7 +470,7 @@ def breakages(ev: Evidence, hypotheses: dict[str, str], groups: dict[str, str]) 
                        f"({name} {base:.3f})")
             v, e = restored, None
             delta = None if base is None else restored - base
-        elif ev.unigram is not None and v >= ev.unigram - ev.cfg.unigram_margin:
+        elif ev.at_unigram(exp):
             outcome = f"stuck at the unigram loss ({ev.unigram:.3f}): learned no use of context"
         else:
             outcome = {"reproduced": f"worse than {name}", "contradicted": f"better than {name}",

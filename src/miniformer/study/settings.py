@@ -90,14 +90,16 @@ def cell(record: dict | None) -> dict:
     """A claims-file record as one setting's cell: its verdict, the estimates the verdict reads, and the fewest seeds
     behind them (a verdict that differs where the seeds differ is a change of design as much as of setting)."""
     if record is None:
-        return {"verdict": NOT_RUN, "effects": [], "seeds": None}
+        return {"verdict": NOT_RUN, "effects": [], "seeds": None, "stuck": []}
     estimates = record.get("estimates") or {}
     judged = [estimates.get(name) for name in judged_names(record) if (estimates.get(name) or {}).get("effect")
               is not None]
     effects = [f"{name} {estimate_text(estimates.get(name))}" for name in judged_names(record)
                if (estimates.get(name) or {}).get("effect") is not None]
     seeds = [e["seeds"] for e in judged if isinstance(e.get("seeds"), int)]
-    return {"verdict": record["verdict"], "effects": effects, "seeds": min(seeds) if seeds else None}
+    # a file written before runs at the unigram loss were recorded says nothing of them (shown as none)
+    return {"verdict": record["verdict"], "effects": effects, "seeds": min(seeds) if seeds else None,
+            "stuck": list(record.get("stuck") or [])}
 
 
 def settings_rows(mine: list[dict], settings: list[Setting], here: dict | None = None,
