@@ -13,7 +13,6 @@ import pytest
 from markupsafe import escape
 
 from miniformer.study.claim_table import sealed_claims_text
-from miniformer.study.claims import CLAIMS, head_u_within_widths
 from tests.conftest import require_system
 from tests.studies import (
     BIN,
@@ -60,17 +59,13 @@ def test_snakemake_smoke_study_builds_everything(smk):
     assert pairs["obj_mlm"] != pairs["baseline"]
     assert f"Each model scores {pairs['baseline']} held-out lines" in html and f"obj_mlm {pairs['obj_mlm']}" in html
     verdicts = json.loads((smk / "results" / "verdicts.json").read_text())
-    # the smoke profile runs every experiment a claim reads: each claim is judged, but the head U-shape among heads
-    # Vaswani's width or wider, which at the smoke width (64) has no head count above the reference's in range
+    assert verdicts["not run"] == 0  # the smoke profile runs every experiment a claim reads: each claim is judged
     claims = json.loads((smk / "results" / "claims.json").read_text())["claims"]
-    unrun = [c for c in claims if c["verdict"] == "not run"]
-    assert [c["claim"] for c in unrun] == [next(c.claim for c in CLAIMS if c.judge is head_u_within_widths)]
-    assert escape("at n_embd 64 no head count above the reference's 4 keeps heads 16 wide") in html
     assert verdicts["proxy"] >= 1
     # a row reading a run at the unigram loss says so in the claims table, as claims.json records it
     for c in claims:
         row = html[html.index(escape(c["claim"]), html.index('<table id="claims-table">')):]
-        assert ("reads a run at the unigram loss" in row[:row.index("</tr>")]) == bool(c["stuck"]), c["claim"]
+        assert ("reads runs at or above the unigram loss" in row[:row.index("</tr>")]) == bool(c["stuck"]), c["claim"]
 
 
 def glance_and_claims(html: str) -> tuple[list[tuple[str, str, str]], dict[str, tuple[str, str]]]:
