@@ -11,9 +11,8 @@ REFERENCE = "baseline"  # the run every verdict compares against: params.yaml gi
 HEAD_RUNS = {1: "attn_single_head", 2: "heads_2", 4: "baseline", 8: "heads_8", 16: "heads_16", 32: "heads_32"}
 PAPER_HEADS = (1, 4, 8, 16, 32)  # Vaswani's Table 3 (A) arms; 2 heads is ours, where it runs
 HEAD_ENDS = (1, 4, 32)  # what the sweep-ends proxy reads: both ends against the reference (the interior: shown)
-# Vaswani's Table 3 (A) narrowest head (h = 32 at d_model 512): the counted U-shape reads only head counts whose
-# heads are at least this wide, so "too many heads" is not confounded with heads (and RoPE frequencies) Vaswani
-# never trained
+# Vaswani's Table 3 (A) narrowest head (h = 32 at d_model 512): heads narrower than this (and, under RoPE, with
+# fewer frequency pairs) are outside anything Vaswani trained: the figure shades them and the sweep-ends row is a proxy
 VASWANI_HEAD_WIDTH = 16
 POSITION_RUNS = {"rope (baseline)": "baseline", "learned": "pos_learned", "sinusoidal": "pos_sinusoidal",
                  "alibi": "pos_alibi", "t5": "pos_t5", "none": "pos_none"}
