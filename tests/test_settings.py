@@ -230,3 +230,17 @@ def test_a_converged_claim_flattened_in_every_setting_that_judged_it_carries_no_
     write_setting(tmp_path, "bpe", doc)
     assert settings_rows(mine, read_settings(tmp_path))[flipped]["combined"] == \
         "fails in every setting; untested at convergence"
+
+
+def test_each_replication_setting_trains_every_run_a_counted_claim_reads():
+    """params.yaml lists each setting's experiments by hand (`*replicated`): this holds the list to the claims, so a
+    counted claim's arm cannot be left out of a setting (only the sweep-ends proxy's 32 heads is run beyond them, for
+    the size trend of the old row)."""
+    from miniformer.params import REPLICATION, Study
+    from miniformer.study.claims import CLAIMS, COUNTED
+
+    read = {r for c in CLAIMS if c.test in COUNTED for r in c.runs if r not in c.shown}
+    for name in REPLICATION:
+        runs = Study.load(ROOT / "params.yaml", name).names()
+        assert read <= set(runs), (name, read - set(runs))
+        assert set(runs) - read <= {"heads_32"}, name
