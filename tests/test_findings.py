@@ -1691,7 +1691,13 @@ def test_the_cushion_is_the_distance_from_a_judged_interval_to_the_nearest_bound
                 estimates={"a": Estimate(0.2, 0.05, 0.01, 0.0, 0.95), "b": Estimate(0.03, 0.01, 0.01, 0.0, 0.95)})
     assert cushion(f, 0.05) == pytest.approx(0.01)  # b: [0.02, 0.04], 0.01 below the band's edge
     assert cushion(dataclasses.replace(f, judged=("a",)), 0.05) == pytest.approx(0.1)  # a: [0.15, 0.25], 0.1 past
-    assert cushion(dataclasses.replace(f, estimates={"a": Estimate(0.01, 0.02, 0.01, 0.0, 0.95)}), 0.05) == 0
+    # an equivalence that holds, [-0.01, 0.03]: 0 inside it is the other rule's boundary, the band's edge is 0.02 away
+    held = dataclasses.replace(f, estimates={"a": Estimate(0.01, 0.02, 0.01, 0.0, 0.95)})
+    assert cushion(held, 0.05) == pytest.approx(0.02)
+    assert cushion(dataclasses.replace(held, verdict="undecided"), 0.05) == 0  # straddles its boundary: no room
+    # a difference that holds, [0.03, 0.07]: the band's edge inside it is passed over, 0 is 0.03 away
+    assert cushion(dataclasses.replace(f, estimates={"a": Estimate(0.05, 0.02, 0.01, 0.0, 0.95)}), 0.05) == \
+        pytest.approx(0.03)
     assert cushion(dataclasses.replace(f, estimates={}), 0.05) == 0  # nothing judged: no room to claim
 
 

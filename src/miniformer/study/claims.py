@@ -1262,15 +1262,20 @@ def flattened_for(ev: Evidence, f: Finding) -> bool | None:
 
 def cushion(f: Finding, margin: float) -> float:
     """The smallest distance from a judged estimate's interval to a boundary of the verdict rules (0, −margin,
-    +margin): how far the effect could drift before its verdict could change (0 where an interval already holds one).
-    """
+    +margin): how far the effect could drift before its verdict could change. A decided verdict's interval lies on
+    one side of its rule's boundary, so a boundary inside it belongs to another rule (0 inside an equivalence that
+    holds, +margin inside a difference that holds) and is passed over; an undecided one has no room (0)."""
     room = math.inf
     for name, e in f.estimates.items():
         if e is None or name not in (f.judged or f.estimates):
             continue
         low, high = e.value - e.half_width, e.value + e.half_width
         for b in (0.0, -margin, margin):
-            room = min(room, 0.0 if low <= b <= high else min(abs(low - b), abs(high - b)))
+            if low <= b <= high:
+                if f.verdict in ("reproduced", "contradicted"):
+                    continue
+                return 0.0
+            room = min(room, abs(low - b), abs(high - b))
     return 0.0 if math.isinf(room) else room
 
 
