@@ -27,7 +27,7 @@ study: venv
 	snakemake --cores $(CORES) all --config profile=default
 
 # the longer budget: only the runs the converged claims read, their seeds, 800 steps on a warm-up–stable–decay schedule
-# (≈ 100 min on 2 cores; "converged" only where its report's plateau test says so). It
+# (≈ 112 min on 2 cores; "converged" only where its report's plateau test says so). It
 # trains into results/ like every profile: run it in a clone of its own, then hand its claims to the default report
 # (README, "Two budgets")
 long: venv
