@@ -604,7 +604,8 @@ def plateau_context(ev: Evidence, found: list) -> dict:
     many converged claims resolve no finer than that (flattened for them)."""
     bound, text = ev.plateau()
     return {"plateau_bound": bound, "plateau_text": text, "flat_decaying": FLAT_DECAYING,
-            "flattened_count": sum(c.counted and c.converged and bool(c.flattened) for c in found)}
+            "flattened_count": sum(c.counted and c.converged and bool(c.flattened) and not c.still_changing
+                                   for c in found)}
 
 
 def setting_of(study: Study, base: RunConfig, data: TokenData, ev: Evidence) -> dict:

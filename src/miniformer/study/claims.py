@@ -583,9 +583,11 @@ def learned_like_sinusoidal(ev: Evidence) -> Judgement:
     raw, between = ev.effect("pos_learned", "pos_sinusoidal"), ev.effect("pos_learned", LEARNED_TOKEN_SCALE)
     moved = {e: _fmt(ev.m.mean(e, "position_table_moved")) for e in ("pos_learned", LEARNED_TOKEN_SCALE)}
     raw_verdict = equivalent(raw, ev.cfg.equivalence_margin) if raw is not None else "not run"
+    thin = 0 < len(ev.m.values("pos_learned", "val_loss")) < OWN_SPREAD_SEEDS
     decides = (" too" if raw_verdict in ("not run", j.verdict) else
                "; the arm stored like the tokens, which the claim is judged on, did not run in this profile"
-               if j.verdict == "not run" else ": the init decides this claim")
+               if j.verdict == "not run" else
+               ": at this budget the init changes the verdict" + (" (the raw table ran one seed)" if thin else ""))
     j.measurement += (f"; the raw table (added as stored): learned − sinusoidal = {ev.text(raw)} ({raw_verdict} by "
                       f"the same rule{decides}), raw − stored like "
                       f"the tokens = {ev.text(between)}. Over training (RMS change over the initial RMS, in the scale "
