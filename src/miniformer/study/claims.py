@@ -17,7 +17,7 @@ from dataclasses import dataclass
 from miniformer.errors import UserError
 from miniformer.layout import loss_at_key, multiple_of_key
 from miniformer.runtime.spikes import SPIKE_RISE, SPIKE_WINDOW
-from miniformer.study.findings import Evidence, Finding, Judgement
+from miniformer.study.findings import Evidence, Finding, Judgement, seeds_training, stuck_runs
 from miniformer.study.roles import (
     HEAD_ENDS,
     HEAD_RUNS,
@@ -125,7 +125,7 @@ class Claim:
         trend = last_move_word(ev, *judged.curve) if judged.curve else ""
         # the runs the verdict reads (not those only shown) with a seed that learned nothing: named wherever it shows
         read = [r for r in self.runs if r not in self.shown]
-        stuck = tuple(ev.stuck_runs(read)) if judged.verdict != "not run" else ()
+        stuck = tuple(stuck_runs(ev, read)) if judged.verdict != "not run" else ()
         return Finding(claim=self.claim, source=self.source, test=TESTS[self.test], counted=self.test in COUNTED,
                        source_numbers=self.source_numbers, resolves=resolution(judged), converged=self.converged,
                        trend=trend, stuck=stuck, **vars(judged))
@@ -734,7 +734,7 @@ def warmup_cell(ev: Evidence, runs: dict[tuple[str, str], str]) -> tuple[str, st
     pre = ev.effect(runs[("pre", "none")], runs[("pre", "long")])
     did = difference_in_differences(ev, runs[("post", "none")], runs[("post", "long")], runs[("pre", "none")],
                                     runs[("pre", "long")])
-    outcomes = {k: ev.seeds_training(e) for k, e in runs.items()}
+    outcomes = {k: seeds_training(ev, e) for k, e in runs.items()}
     every = {k: bool(o) and all(o) for k, o in outcomes.items()}
     never = {k: bool(o) and not any(o) for k, o in outcomes.items()}
     seeds = min(len(o) for o in outcomes.values())

@@ -406,36 +406,6 @@ class Evidence(CurveContrasts):
         v = self.m.mean(run, "val_loss")
         return self.unigram is not None and v is not None and v >= self.unigram - self.cfg.unigram_margin
 
-    def stuck_runs(self, experiments: list[str]) -> list[str]:
-        """The runs of these experiments (their sweep and ladder points too) with a seed at or above the unigram loss
-        (within `unigram_margin`): it learned no use of context. Named with how many seeds where not all."""
-        if self.unigram is None:
-            return []
-        out = []
-        for name, seeds in self.m.nested.items():
-            if name.split("/")[0] not in experiments:
-                continue
-            values = [v for r in seeds.values() if isinstance(v := r.get("val_loss"), int | float)]
-            k = sum(v >= self.unigram - self.cfg.unigram_margin for v in values)
-            if k:
-                out.append(name if k == len(values) else f"{name} ({k} of {len(values)} seeds)")
-        return out
-
-    def seeds_training(self, run: str) -> list[bool]:
-        """Each seed's pass/fail under `trains`' rule: where a run may be stuck at the unigram loss, a loss interval
-        pooled from runs that trained says nothing about it, and how many seeds trained does."""
-        reference = self.m.mean(self.reference, "val_loss")
-        out = []
-        for r in self.m.nested.get(run, {}).values():
-            v = r.get("val_loss")
-            number = isinstance(v, int | float) and not isinstance(v, bool)
-            if r.get("diverged") is True or (number and v != v):
-                out.append(False)  # a divergence (or a NaN loss) is a failure whatever its last loss
-            elif number:
-                out.append(learned(v, self.unigram, reference, self.cfg))
-            # a seed with no loss and no divergence recorded is no result: left out, not counted as a failure
-        return out
-
     def stability_map(self) -> dict[tuple[str, str], dict[float, dict]]:
         """(norm, warm-up) -> learning rate -> {val_loss, diverged, stuck (near the unigram), trains (rows' rule)}."""
         out: dict[tuple[str, bool], dict[float, dict]] = {}
@@ -449,6 +419,37 @@ class Evidence(CurveContrasts):
 
     def text(self, e: Estimate | None) -> str:
         return "n/a" if e is None else e.text()
+
+
+def stuck_runs(ev: Evidence, experiments: list[str]) -> list[str]:
+    """The runs of these experiments (their sweep and ladder points too) with a seed at or above the unigram loss
+    (within `unigram_margin`): it learned no use of context. Named with how many seeds where not all."""
+    if ev.unigram is None:
+        return []
+    out = []
+    for name, seeds in ev.m.nested.items():
+        if name.split("/")[0] not in experiments:
+            continue
+        values = [v for r in seeds.values() if isinstance(v := r.get("val_loss"), int | float)]
+        k = sum(v >= ev.unigram - ev.cfg.unigram_margin for v in values)
+        if k:
+            out.append(name if k == len(values) else f"{name} ({k} of {len(values)} seeds)")
+    return out
+
+def seeds_training(ev: Evidence, run: str) -> list[bool]:
+    """Each seed's pass/fail under `trains`' rule: where a run may be stuck at the unigram loss, a loss interval
+    pooled from runs that trained says nothing about it, and how many seeds trained does."""
+    reference = ev.m.mean(ev.reference, "val_loss")
+    out = []
+    for r in ev.m.nested.get(run, {}).values():
+        v = r.get("val_loss")
+        number = isinstance(v, int | float) and not isinstance(v, bool)
+        if r.get("diverged") is True or (number and v != v):
+            out.append(False)  # a divergence (or a NaN loss) is a failure whatever its last loss
+        elif number:
+            out.append(learned(v, ev.unigram, reference, ev.cfg))
+        # a seed with no loss and no divergence recorded is no result: left out, not counted as a failure
+    return out
 
 
 def sweep_note(ev: Evidence, exp: str) -> str:
