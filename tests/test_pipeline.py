@@ -466,7 +466,7 @@ def test_a_profile_without_the_head_sweep_draws_no_head_count_curve_and_says_whe
     shutil.copytree(smk / "results", results, ignore=shutil.ignore_patterns("*.pt"))
     study = Study.load(smk / "params.yaml")
     html = build_report(study, results, tmp_path / "report.html", smk / "data" / "prepared").read_text()
-    assert 'alt="loss vs head count"' in html and "No head-count curve" not in html
+    assert 'alt="val loss minus the reference' in html and "No head-count curve" not in html
     import yaml
 
     from miniformer.stages.aggregate import aggregate
