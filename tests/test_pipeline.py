@@ -477,6 +477,6 @@ def test_a_profile_without_the_head_sweep_draws_no_head_count_curve_and_says_whe
     without = Study(params)
     aggregate(without, results, smk / "data" / "prepared")
     html = build_report(without, results, tmp_path / "report.html", smk / "data" / "prepared").read_text()
-    assert 'alt="loss vs head count"' not in html
+    assert 'alt="val loss minus the reference' not in html
     assert "ran 1, 4 head(s)" in html and "The other head counts (2, 8, 16, 32) run in the profiles that judge" in html
     assert "(the long profile, <code>make long</code>, runs those of Vaswani" in html  # a command, set as one
