@@ -1667,21 +1667,50 @@ def test_a_gap_that_stops_moving_only_as_the_rate_decays_is_not_settled():
     assert legacy.trend == "settled" and not legacy.untested_at_convergence
 
 
-def test_settled_and_flattened_where_the_effects_peak_rate_drift_could_not_flip_the_verdict():
+# a reference whose 100-step moves shrink 0.75× a stretch at the peak rate (−0.25, −0.1875, −0.140625 into steps 400,
+# 500, 600): an effect may still drift r / (1 − r) = 3 paces; binary fractions keep the paired moves exact
+SLOWING = [3.0, 2.5, 2.125, 1.875, 1.6875, 1.546875, 1.484375, 1.453125]
+
+
+def test_settled_and_flattened_where_the_effects_projected_drift_could_not_flip_the_verdict():
     """On wsd, flattened reads the claim's own effect where both rates were still at their peak: a gap that stopped
-    moving there (0.0625, beyond the ± 0.05 band by 0.0125) could not drift into the band at that rate, so the verdict
-    stands as tested at convergence, even while the reference itself still falls (its move is the method note's plateau
-    line, not the claim's test); a gap still closing at the peak rate is not flattened; under cosine nothing is."""
-    falling = REFERENCE_PATH
-    f, ev = rms_finding(falling, [v + 0.0625 for v in falling], decays_from=640)
+    moving there (0.0625, beyond the ± 0.05 band by 0.0125) could not drift into the band, so the verdict stands as
+    tested at convergence, even while the reference itself still falls (its move is the method note's plateau line,
+    not the claim's test); a gap still closing at the peak rate is not flattened; under cosine nothing is; and under a
+    reference that falls no slower than before (REFERENCE_PATH: 0.25 every stretch), nothing can be projected to
+    settle, not even a gap that stopped."""
+    f, ev = rms_finding(SLOWING, [v + 0.0625 for v in SLOWING], decays_from=640)
     assert f.trend == "settled" and f.flattened is True and not f.untested_at_convergence
     bound, text = ev.plateau()
-    assert bound == pytest.approx(0.25) and "from step 500 to 600 at its peak rate: up to 0.250 per 100 steps" in text
-    closing, _ = rms_finding(falling, CLOSING_THEN_FROZEN, decays_from=640)
+    assert bound == pytest.approx(0.140625)
+    assert "from step 500 to 600 at its peak rate: up to 0.141 per 100 steps" in text
+    assert "each move 0.75× the one before" in text and "3.0× its present pace" in text
+    closing, _ = rms_finding(SLOWING, [r + g for r, g in zip(SLOWING, GAPS)], decays_from=640)
     assert closing.flattened is False and closing.untested_at_convergence
-    cosine, ev = rms_finding(falling, [v + 0.0625 for v in falling], decays_from=30)
+    cosine, ev = rms_finding(SLOWING, [v + 0.0625 for v in SLOWING], decays_from=30)
     assert cosine.flattened is None and cosine.untested_at_convergence
     assert ev.plateau()[0] is None and "not measurable" in ev.plateau()[1]
+    steady, ev = rms_finding(REFERENCE_PATH, [v + 0.0625 for v in REFERENCE_PATH], decays_from=640)
+    assert steady.trend == "settled" and steady.flattened is False and steady.untested_at_convergence
+    assert "its moves do not shrink" in ev.plateau()[1]
+
+
+def test_a_gap_closing_at_a_steady_pace_is_projected_past_its_room():
+    """Issue 56's expert read: a gap closing 1/64 a stretch with 0.044 of room to the ± 0.05 band passes a test that
+    looks one stretch ahead, but at the reference's slowing (3 paces still ahead) it drifts 0.047: not flattened. A
+    gap with room for the projected drift is; and the pace reads two stretches, so a last stretch that happens to be
+    still does not hide the trend."""
+    def finding(gap_at_600: float, gaps_per_stretch: list[float]) -> Finding:
+        gaps = [gap_at_600 + sum(gaps_per_stretch[k:]) for k in range(len(gaps_per_stretch) + 1)]
+        gaps = gaps[-6:] + [gaps[-1]] * 2  # the cool-down (steps 700, 800) holds the gap where it was at 600
+        gaps = [gaps[0]] * (8 - len(gaps)) + gaps
+        return rms_finding(SLOWING, [r + g for r, g in zip(SLOWING, gaps)], decays_from=640)[0]
+
+    steady = [1 / 64] * 5
+    assert finding(0.09375, steady).flattened is False  # room 0.04375 < 3 × 1/64
+    assert finding(0.125, steady).flattened is True  # room 0.075 ≥ 3 × 1/64
+    # still for its last stretch (a one-stretch test passes it), the pace over two is 1/128: 3 paces pass 0.0203 of room
+    assert finding(0.0703125, [1 / 64] * 4 + [0.0]).flattened is False
 
 
 def test_the_cushion_is_the_distance_from_a_judged_interval_to_the_nearest_boundary_of_the_rules():

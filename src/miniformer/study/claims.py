@@ -1240,26 +1240,38 @@ CLAIMS: tuple[Claim, ...] = (
 
 def claims(ev: Evidence) -> list[Finding]:
     """One Finding per published claim the study checks, each computed from the run's metrics; each marked with
-    whether the curve has flattened for it (flattened_for)."""
+    whether the curve has flattened for it (flattening), and the pace and drift that say so."""
     found = [(c, c.finding(ev)) for c in CLAIMS]
     if ev.decays_from is None:  # a stand-in study with no schedule: nothing to read a plateau on
         return [f for _, f in found]
-    return [dataclasses.replace(f, flattened=flattened_for(ev, f)) for _, f in found]
+    out = []
+    for _, f in found:
+        flattened, why = flattening(ev, f)
+        out.append(dataclasses.replace(f, flattened=flattened, measurement=f.measurement + why))
+    return out
 
 
-def flattened_for(ev: Evidence, f: Finding) -> bool | None:
-    """Whether training has flattened for this claim's verdict: its followed effect, read where both rates were still
-    at their peak, may still move per 100 steps (|move| + the move's half-width) no more than the smallest distance
-    from a judged estimate's interval to a boundary of the verdict rule (0, ± the margin): drift at that rate could not
-    flip the verdict. None where it cannot be read: no followed effect (a growth, a probe: measured once), or no peak-
-    rate stretch of the curve (a decaying schedule)."""
+def flattening(ev: Evidence, f: Finding) -> tuple[bool | None, str]:
+    """Whether training has flattened for this claim's verdict: its followed effect's pace at the peak rate (the slope
+    over the last three curve points there, |pace| + its half-width), carried over the drift still ahead (the
+    reference's moves shrink by r per stretch: r / (1 − r) paces, Evidence.horizon), stays inside the distance from a
+    judged estimate's interval to a boundary of the verdict rule (cushion): the projected drift could not flip the
+    verdict. A gap closing at a steady pace fails it though each stretch alone is smaller than its room. None where
+    it cannot be read: no followed effect (a growth, a probe: measured once), or too few curve points at the peak rate
+    (a decaying schedule, a short stable phase)."""
     if not f.converged or f.curve is None:
-        return None
-    point, change = ev.trend_point(*f.curve), ev.last_change(*f.curve)
-    if point is None or not point[1] or change is None:
-        return None
-    room = cushion(f, ev.cfg.equivalence_margin)
-    return abs(change[1].value) + change[1].half_width <= room
+        return None, ""
+    pace, horizon = ev.pace(*f.curve), ev.horizon()
+    if pace is None or horizon is None:
+        return None, ""
+    since, e = pace
+    said = f"; its pace at the peak rate from step {since}: {ev.text(e)} per 100 steps"
+    if math.isinf(horizon[1]):
+        # the loss falls no slower than before: nothing can be projected to settle
+        return False, said + " (not flattened: the reference's moves do not shrink)"
+    drift, room = (abs(e.value) + e.half_width) * horizon[1], cushion(f, ev.cfg.equivalence_margin)
+    way = "flattened" if drift <= room else "not flattened"
+    return drift <= room, said + f", {drift:.3f} of drift still ahead against {room:.3f} of room ({way})"
 
 
 def cushion(f: Finding, margin: float) -> float:

@@ -60,7 +60,7 @@ class Finding(Judgement):
     # the converged claim is untested here whichever way it came out (the report and the totals say so)
     converged: bool = False
     trend: str = ""  # the followed effect as training ends: "closing", "widening", "settled" ("" when not followed)
-    # training has flattened for this claim (claims.flattened_for): its effect's peak-rate drift could not flip its
+    # training has flattened for this claim (claims.flattening): its effect's peak-rate drift could not flip its
     # verdict; False, or None (not measurable), leaves a converged claim untested here
     flattened: bool | None = True
     # the runs this claim reads that sit at the unigram loss (learned no use of context): a verdict that rests on
@@ -261,6 +261,45 @@ class CurveContrasts(Contrasts):
         e = self.contrast(source_quantity(source), [source], [(a, 1.0), (b, -1.0)])
         return None if e is None else (steps[k - 1], e)
 
+    def pace(self, a: str, b: str) -> tuple[int, Estimate] | None:
+        """How fast the val-loss effect a − b moves per 100 steps along the last three curve points at the peak rate
+        (the least-squares slope through them, paired per window and seed as last_change): two stretches read as one
+        pace, so one noisy stretch neither hides nor fakes a trend. (the step it is read from, the estimate), or None
+        without three such points."""
+        point = self.trend_point(a, b)
+        if point is None or not point[1] or point[0] < 2:
+            return None
+        k, steps = point[0], self.runs(a)[0].curve_steps()
+        source = f"curve_pace:{k}"
+        if not self.has_samples([a, b], source):
+            return None
+        e = self.contrast(source_quantity(source), [source], [(a, 1.0), (b, -1.0)])
+        return None if e is None else (steps[k - 2], e)
+
+    def horizon(self) -> tuple[float, float] | None:
+        """How many more paces an effect may still move, from the reference's own val curve at its peak rate: each
+        100-step move is r times the one before (r from its last three moves), so if both arms of a contrast approach
+        their limits at that ratio, the effect's remaining drift is r / (1 − r) times its present pace (at least one
+        pace: the next stretch). (r, that horizon); the horizon is infinite where the loss is not slowing (r ≥ 1),
+        and one pace where it no longer falls. None: fewer than four curve points at the peak rate."""
+        ref = self.reference
+        point = self.trend_point(ref, ref)
+        if point is None or not point[1] or point[0] < 3:
+            return None
+        moves = []
+        for k in (point[0] - 2, point[0]):
+            source = f"curve_change:{k}"
+            if not self.has_samples([ref], source):
+                return None
+            moves.append(statistics.fmean(run.mean(source) for run in self.runs(ref)))  # over seeds
+        first, last = moves
+        if last >= 0:
+            return 0.0, 1.0  # the loss no longer falls: one more pace, the next stretch
+        if first >= 0:
+            return math.inf, math.inf
+        r = math.sqrt(last / first)
+        return r, (math.inf if r >= 1 else max(1.0, r / (1 - r)))
+
     def changing(self, a: str, b: str) -> bool:
         """The effect still moving: its move into the trend point has an interval that excludes no move at all."""
         change = self.last_change(a, b)
@@ -284,8 +323,16 @@ class CurveContrasts(Contrasts):
         if move is None:
             return None, "not measurable: no curve windows"
         bound = abs(move.value) + move.half_width
-        return bound, (f"the reference's val loss moved {move.text()} from step {steps[k - 1]} to {steps[k]} at its "
-                       f"peak rate: up to {bound:.3f} per 100 steps")
+        text = (f"the reference's val loss moved {move.text()} from step {steps[k - 1]} to {steps[k]} at its peak "
+                f"rate: up to {bound:.3f} per 100 steps")
+        horizon = self.horizon()
+        if horizon is None:
+            return bound, text + "; too few points at the peak rate to see whether its moves shrink"
+        r, ahead = horizon
+        if math.isinf(ahead):
+            return bound, text + "; its moves do not shrink: no effect can be projected to settle"
+        return bound, text + (f"; each move {r:.2f}× the one before (its last three moves), so an effect may still "
+                              f"drift {ahead:.1f}× its present pace before the curve flattens")
 
 
 class Evidence(CurveContrasts):

@@ -163,6 +163,12 @@ class Samples:
             if not 1 <= k < len(windows) or len(windows[k]) != len(windows[k - 1]):
                 return None
             return (np.asarray(windows[k], dtype=float) - np.asarray(windows[k - 1], dtype=float)).tolist()
+        if kind == "curve_pace":  # per window: the least-squares slope of its loss over curve points k − 2, k − 1, k
+            windows = (self.raw.get("curve") or {}).get("windows", [])
+            k = int(key)
+            if not 2 <= k < len(windows) or len(windows[k]) != len(windows[k - 2]):
+                return None
+            return ((np.asarray(windows[k], dtype=float) - np.asarray(windows[k - 2], dtype=float)) / 2).tolist()
         if kind == "curve":
             curve = self.raw.get("curve")
             return None if curve is None or int(key) >= len(curve["windows"]) else curve["windows"][int(key)]
