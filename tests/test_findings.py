@@ -1279,19 +1279,24 @@ def test_the_press_row_prints_each_arms_growth_seed_by_seed():
 def test_nguyens_row_says_when_no_rate_was_tuned():
     claim = "With warm-up, pre-norm is not always better at the end"
 
-    def row(sweeps: dict) -> str:
+    def row(sweeps: dict) -> Finding:
         m = {"baseline": base(), "block_post_norm": seeds(2.0), "baseline/lr=0.01": seeds(1.9)}
         (f,) = [f for f in claims(Evidence(m, sweeps=sweeps)) if f.claim == claim]
-        return f.measurement
+        return f
 
+    # one rate ran: shown, not decided (the interval alone says reproduced: 2.0 − 2.0 ≤ 0.05)
     one = row({"baseline": [("baseline", 0.002)], "block_post_norm": [("block_post_norm", 0.002)]})
-    assert "both at the one rate this profile ran (no rate sweep" in one
+    assert "both at the one rate this profile ran (no rate sweep" in one.measurement
+    assert one.verdict == "undecided" and one.why == "one untuned rate"
+    assert "the interval alone would say reproduced" in one.measurement
     swept = row({"baseline": [("baseline", 0.002), ("baseline/lr=0.01", 0.01)],
                  "block_post_norm": [("block_post_norm", 0.002)]})
-    assert "each at its best learning rate (block_post_norm, baseline/lr=0.01)" in swept
+    assert "each at its best learning rate (block_post_norm, baseline/lr=0.01)" in swept.measurement
+    assert swept.verdict == "contradicted" and not swept.why  # 2.0 − 1.9 > 0.05, at the tuned rates: decided
     declared = {"baseline": [("baseline", 0.002), ("baseline/lr=0.05", 0.05)],  # a sweep point this profile never ran
                 "block_post_norm": [("block_post_norm", 0.002), ("block_post_norm/lr=0.05", 0.05)]}
-    assert "both at the one rate this profile ran (no rate sweep" in row(declared)
+    assert "both at the one rate this profile ran (no rate sweep" in row(declared).measurement
+    assert row(declared).verdict == "undecided"
 
 
 def test_the_longest_run_counts_its_unfollowed_claim_untested_when_it_moved_from_a_shorter_budget(tmp_path):

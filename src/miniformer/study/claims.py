@@ -835,10 +835,18 @@ def post_norm_not_worse(ev: Evidence) -> Judgement:
     tuned = (f"each at its best learning rate ({best_post}, {best_pre})" if len(rates) > 1 else
              "both at the one rate this profile ran (no rate sweep: untuned, unlike the source's comparison)")
     like = "".join(f"; {n} (like for like, shown) = {ev.text(x)}" for n, x in list(estimates.items())[1:])
+    verdict, why, gate = at_most(e, ev.cfg.equivalence_margin), "", ""
+    # the source compares each placement at its own best rate: at one shared rate (chosen for neither, or for one)
+    # the gap is the rate's as much as the placement's, so where the profile's sweeps are known and ran no second
+    # rate the row is shown, not decided
+    if ev.sweeps.get(REFERENCE) is not None and len(rates) <= 1 and verdict in ("reproduced", "contradicted"):
+        gate = (f"; undecided: the interval alone would say {verdict}, but only a rate sweep of both placements "
+                "(`make study` runs one) makes the source's comparison")
+        verdict, why = "undecided", "one untuned rate"
     return Judgement(f"post − pre val loss, {tuned} = {ev.text(e)} "
-                     f"(holds if ≤ {ev.cfg.equivalence_margin}){like}", at_most(e, ev.cfg.equivalence_margin),
+                     f"(holds if ≤ {ev.cfg.equivalence_margin}){like}{gate}", verdict,
                      estimates, both and ev.changing(best_post, best_pre),
-                     (best_post, best_pre) if both else None, judged=(name,))
+                     (best_post, best_pre) if both else None, judged=(name,), why=why)
 
 
 def paired_over_inits(ev: Evidence, a: list[float], b: list[float]) -> Estimate | None:
