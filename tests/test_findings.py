@@ -78,7 +78,10 @@ def test_claims_follow_the_numbers():
 def test_head_count_u_shape():
     m = {"baseline": base(), "attn_single_head": seeds(2.3), "heads_2": seeds(2.1), "heads_8": seeds(1.95),
          "heads_16": seeds(2.0), "heads_32": seeds(2.4)}
-    assert by_claim(m)[HEADS] == "reproduced"
+    (u,) = [f for f in claims(Evidence(m)) if f.claim == HEADS]
+    assert u.verdict == "reproduced"  # both ends rise against 4 heads: said not to be Vaswani's far side
+    assert "Vaswani's own h=32 − h=4 is +0.002 nats" in u.measurement and "h=32 − h=16 = +0.020" in u.measurement
+    assert "not a reproduction of his U" in u.measurement
     m["heads_32"] = seeds(2.002)  # 0.002 above the reference's 4 heads: inside the ≈ 0.006 interval
     assert by_claim(m)[HEADS] == "undecided"
     m["heads_32"] = seeds(1.99)  # worse than the lucky one-seed h=8 (1.95), better than the reference: not a U

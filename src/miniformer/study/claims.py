@@ -335,12 +335,23 @@ def head_u_shape(ev: Evidence) -> Judgement:
     any Vaswani trained, and under RoPE a head of width d rotates d/2 frequency pairs: a proxy for 'too many heads'
     that cannot separate it from 'too narrow heads' or 'too few frequencies'."""
     high = max(HEAD_RUNS)
+    best = next(h for h, e in HEAD_RUNS.items() if e == REFERENCE)
     narrow = ev.n_embd is not None and ev.n_embd // high < VASWANI_HEAD_WIDTH
-    return _head_ends(ev, high, (f"{high} heads here are {ev.n_embd // high} wide, narrower than Vaswani's narrowest "
+    ends = _head_ends(ev, high, (f"{high} heads here are {ev.n_embd // high} wide, narrower than Vaswani's narrowest "
                                  f"({VASWANI_HEAD_WIDTH}): " if narrow else "")
                       + "with RoPE a head of width d rotates d/2 frequency pairs, so the many-heads end also has the "
                       "fewest positional frequencies per head: this sweep does not separate 'too many heads' from "
                       "'too few RoPE frequencies'")
+    # the source's own far end against the same comparator: his table shows almost no rise there, so a rise here
+    # is the narrow heads' (or the few frequencies'), not his U's far side; said beside the verdict, whichever it is
+    if high in VASWANI_HEADS_PPL and best in VASWANI_HEADS_PPL:
+        top = min(VASWANI_HEADS_PPL, key=VASWANI_HEADS_PPL.get)
+        ends.measurement += (
+            f"; Vaswani's own h={high} − h={best} is {math.log(VASWANI_HEADS_PPL[high] / VASWANI_HEADS_PPL[best]):+.3f}"
+            f" nats (his far side rises only against his best count: h={high} − h={top} = "
+            f"{math.log(VASWANI_HEADS_PPL[high] / VASWANI_HEADS_PPL[top]):+.3f}), so a rise at this end is this "
+            "setting's, not a reproduction of his U")
+    return ends
 
 
 # Press's Table 2 evaluates a model trained at L = 512 at 1012 and 2512 tokens (≈ 2× and 4.9× L): the claims judge at
