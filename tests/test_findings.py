@@ -1141,6 +1141,27 @@ def _budget_file(folder, profile: str, steps, verdicts: dict[str, str], changing
     (folder / f"{profile}.json").write_text(sealed_claims_text({"profile": profile, "steps": steps, "claims": records}))
 
 
+def test_the_ladders_verdict_on_more_seeds_reaches_the_default_report_and_no_budget_table(tmp_path):
+    """A claims file at this run's own steps from another profile (the ladder) is a design, not a budget: it stays
+    out of the budget table and the converged totals, and marks a claim only where it judged it on more seeds than
+    this run did (the warm-up row at one seed); a claim judged on as many seeds here, or not run there, gets nothing."""
+    from miniformer.study.budgets import design_marks, read_budgets, split_designs
+    from miniformer.study.stats import Estimate
+
+    _budget_file(tmp_path / "budgets", "ladder", 300, {"warm-up": "reproduced", "rms": "undecided", "gone": "not run"})
+    _budget_file(tmp_path / "budgets", "long", 800, {"rms": "reproduced"})
+    budgets, designs = split_designs(read_budgets(tmp_path), 300, "default")
+    assert [b.profile for b in budgets] == ["long"] and [b.profile for b in designs] == ["ladder"]
+    assert split_designs(read_budgets(tmp_path), 300, "ladder")[1] == []  # the ladder's own report: itself is no other
+
+    def finding(claim: str, seeds: int) -> Finding:
+        return Finding(measurement="", verdict="undecided", claim=claim, source="s",
+                       estimates={"e": Estimate(0.1, 0.02, 0.01, 0.0, 0.95, seeds=seeds)})
+
+    marks = design_marks([finding("warm-up", 1), finding("rms", 3), finding("gone", 1)], designs)
+    assert marks == ["; reproduced in the ladder profile on 3 seeds (e: +0.100 ± 0.020)", "", ""]
+
+
 def test_a_converged_claim_is_counted_at_the_longest_budget_that_ran_it(tmp_path):
     """The totals take a converged claim's verdict (and trend) from the longest budget that ran it; a claim not about
     converged models, a claim the longer budget did not run and a shorter budget change nothing."""

@@ -37,7 +37,14 @@ from miniformer.runtime.schedule import decay_start
 from miniformer.runtime.tokendata import TokenData
 from miniformer.study import figures, hovermap
 from miniformer.study.bibliography import REFERENCES
-from miniformer.study.budgets import at_longest_budget, budget_rows, longer_marks, read_budgets
+from miniformer.study.budgets import (
+    at_longest_budget,
+    budget_rows,
+    design_marks,
+    longer_marks,
+    read_budgets,
+    split_designs,
+)
 from miniformer.study.claim_table import (
     budget_mark,
     claim_files,
@@ -532,9 +539,10 @@ def build_report(study: Study, results: Path, out: Path, data_dir: Path = DATA_D
                      study.config(study.reference, study.seeds[0]), {}, text_references(data))
     found = claims(ev)
     steps = r.base.train.steps
-    budgets = read_budgets(results)
+    budgets, designs = split_designs(read_budgets(results), steps, study.profile)
     totals = totals_context(found, steps, budgets)
-    later = longer_marks(found, steps, budgets)  # each converged claim's verdict at a longer budget, both tables
+    # each converged claim's verdict at a longer budget, and another design's (the ladder's) on more seeds: both tables
+    later = [a + b for a, b in zip(longer_marks(found, steps, budgets), design_marks(found, designs))]
     here = setting_of(study, r.base, data, ev)  # what this run's setting is: its claims file and the settings table
     context: dict = {}
     for section in SECTIONS:

@@ -4,7 +4,9 @@ budgets, and the verdict totals counted at the longest budget that ran.
 A claim a source made of converged models is only tested at a budget where its effect has stopped moving. The
 default study trains 300 steps; the `long` profile trains only the runs those claims read, longer. Its claims file
 (results/claims.json of that run, the same format this run writes) placed under results/budgets/ joins this run's
-report: copy it to results/budgets/long.json, then `make report`.
+report: copy it to results/budgets/long.json, then `make report`. A claims file at this run's own budget from another
+profile (the ladder's: `make ladder`) is another design, not another budget: it speaks only where it judged a claim on
+more seeds than this run did (design_marks).
 """
 
 from __future__ import annotations
@@ -198,5 +200,28 @@ def longer_marks(found: list[Finding], steps: int, budgets: list[Budget]) -> lis
                 if moves:
                     text += (f"; converged claim untested: its effect moved since {b.steps} steps ({b.profile}: "
                              f"{_moves(moves, False)})")
+        marks.append(text)
+    return marks
+
+
+def split_designs(budgets: list[Budget], steps: int, profile: str) -> tuple[list[Budget], list[Budget]]:
+    """(other budgets, other designs): a file at this run's steps from another profile is a design (the ladder), not a
+    budget, and stays out of the budget table and the converged totals."""
+    designs = [b for b in budgets if b.steps == steps and b.profile != profile]
+    return [b for b in budgets if b not in designs], designs
+
+
+def design_marks(found: list[Finding], designs: list[Budget]) -> list[str]:
+    """Per finding, the verdict of each other design at this budget that judged the claim on more seeds than this run
+    ("; reproduced in the ladder profile on 3 seeds (…)"): where this run's verdict rests on one seed's pass/fail, the
+    reader sees what the design made to decide it found."""
+    marks = []
+    for f in found:
+        text = ""
+        for b in designs:
+            r = b.claims.get(f.claim)
+            theirs, mine = (_record_seeds(r) if r else None), _finding_seeds(f)
+            if r and r.get("verdict") not in (None, NOT_RUN) and theirs is not None and theirs > (mine or 0):
+                text += f"; {r['verdict']} in the {b.profile} profile on {theirs} seeds ({_headline(r)})"
         marks.append(text)
     return marks
