@@ -1758,6 +1758,28 @@ def test_the_cushion_is_the_distance_from_a_judged_interval_to_the_nearest_bound
     assert cushion(dataclasses.replace(f, estimates={"a": Estimate(0.05, 0.02, 0.01, 0.0, 0.95)}), 0.05) == \
         pytest.approx(0.03)
     assert cushion(dataclasses.replace(f, estimates={}), 0.05) == 0  # nothing judged: no room to claim
+    # a judge that names its rule's boundaries is measured to those alone: a difference [0.06, 0.10] is 0.06 from
+    # its 0 (not 0.01 from the band's edge, another rule's); a non-inferiority [-0.03, 0.01] 0.04 from its + margin
+    wide = dataclasses.replace(f, estimates={"a": Estimate(0.08, 0.02, 0.01, 0.0, 0.95)})
+    assert cushion(wide, 0.05) == pytest.approx(0.01)
+    assert cushion(dataclasses.replace(wide, boundaries=(0.0,)), 0.05) == pytest.approx(0.06)
+    inferior = dataclasses.replace(f, estimates={"a": Estimate(-0.01, 0.02, 0.01, 0.0, 0.95)}, boundaries=(0.05,))
+    assert cushion(inferior, 0.05) == pytest.approx(0.04)
+    assert cushion(dataclasses.replace(inferior, verdict="undecided", boundaries=(0.0,)), 0.05) == 0
+
+
+def test_each_rule_names_its_own_boundaries():
+    """compare() hands the cushion its rule's turning points (greater 0, equivalent ± m, at most + m), in this run's
+    unit: the RMSNorm row's band, the near side's 0, Nguyen's + margin."""
+    m = {"baseline": base(), "block_rmsnorm": seeds(2.0), "attn_single_head": seeds(2.3),
+         "block_post_norm": seeds(2.0), **HAVIV, "pos_none": seeds(2.3)}
+    found = {f.claim: f for f in claims(Evidence(m))}
+    assert found["RMSNorm ≈ LayerNorm"].boundaries == (-0.05, 0.05)
+    assert found[NEAR_SIDE].boundaries == (0.0,)
+    assert found["With warm-up, pre-norm is not always better at the end"].boundaries == (0.05,)
+    assert found["Causal LM without positions is close to with"].boundaries == (0.05,)  # each gap at most + m
+    bpe = {f.claim: f for f in claims(Evidence(m, chars_per_token=2.0))}
+    assert bpe["RMSNorm ≈ LayerNorm"].boundaries == (-0.1, 0.1)  # the margin per token
 
 
 def test_havivs_row_says_how_far_below_his_scale_it_was_tested():

@@ -181,6 +181,11 @@ RULES: dict[str, Callable[[Evidence, Estimate | None], str]] = {
 RULE_NOTES = {"greater": "", "equivalent": " (rule: equivalent if within ± {m})", "at_most": " (rule: holds if ≤ {m})"}
 
 
+def rule_boundaries(rule: str, margin: float) -> tuple[float, ...]:
+    """Where a rule's verdict turns: an effect must cross one of these to change it."""
+    return {"greater": (0.0,), "equivalent": (-margin, margin), "at_most": (margin,)}[rule]
+
+
 # The quantities with per-window (or per-item) samples, so a paired-bootstrap interval: metrics.json key -> source.
 SAMPLED = {"val_loss": "val", "recovery_accuracy": "probe", "finetune_accuracy": "finetune"}
 
@@ -200,7 +205,8 @@ def compare(a: str, b: str, rule: str, label: str, key: str = "val_loss", quanti
         undecided = advise and verdict == "undecided" and e is not None
         decide = what_would_decide(e, rule, ev.cfg.equivalence_margin) if undecided else ""
         return Judgement(f"{label} {quantity} = {ev.text(e)}{unit}{note}{trend}{decide}", verdict, {label: e},
-                         followed and ev.changing(a, b), (a, b) if followed else None)
+                         followed and ev.changing(a, b), (a, b) if followed else None,
+                         boundaries=rule_boundaries(rule, ev.cfg.equivalence_margin))
 
     return judge
 
@@ -327,7 +333,8 @@ def single_head_worse(ev: Evidence) -> Judgement:
     if 0 < len(m.values(HEAD_RUNS[low], "val_loss")) < OWN_SPREAD_SEEDS:
         text += f"; h={low} ran too few seeds for a spread of its own: the interval borrows the pool's"
     changing, curve = followed(ev, [(HEAD_RUNS[low], HEAD_RUNS[best])])
-    return Judgement(text, greater(low_end), {f"h={low} − h={best}": low_end}, changing, curve)
+    return Judgement(text, greater(low_end), {f"h={low} − h={best}": low_end}, changing, curve,
+                     boundaries=rule_boundaries("greater", ev.cfg.equivalence_margin))
 
 
 def head_u_shape(ev: Evidence) -> Judgement:
@@ -556,7 +563,8 @@ def nope_close(ev: Evidence) -> Judgement:
                  "smallest model Haviv et al. train, by character: a gap here says NoPE lags at this scale, not that "
                  "it lags at theirs (the claims × settings table follows the gap with model size)")
     changing, curve = followed(ev, [("pos_none", exp) for exp in ran.values()])
-    return Judgement(text, all_of(verdicts), {f"NoPE − {k}": e for k, e in gaps.items()}, changing, curve)
+    return Judgement(text, all_of(verdicts), {f"NoPE − {k}": e for k, e in gaps.items()}, changing, curve,
+                     boundaries=rule_boundaries("at_most", ev.cfg.equivalence_margin))
 
 
 def alibi_not_winning_short(ev: Evidence) -> Judgement:
@@ -857,7 +865,8 @@ def post_norm_not_worse(ev: Evidence) -> Judgement:
     return Judgement(f"post − pre val loss, {tuned} = {ev.text(e)} "
                      f"(holds if ≤ {ev.cfg.equivalence_margin}){like}{gate}", verdict,
                      estimates, both and ev.changing(best_post, best_pre),
-                     (best_post, best_pre) if both else None, judged=(name,), why=why)
+                     (best_post, best_pre) if both else None, judged=(name,), why=why,
+                     boundaries=rule_boundaries("at_most", ev.cfg.equivalence_margin))
 
 
 def paired_over_inits(ev: Evidence, a: list[float], b: list[float]) -> Estimate | None:
@@ -1294,16 +1303,17 @@ def flattening(ev: Evidence, f: Finding) -> tuple[bool | None, str]:
 
 
 def cushion(f: Finding, margin: float) -> float:
-    """The smallest distance from a judged estimate's interval to a boundary of the verdict rules (0, −margin,
-    +margin): how far the effect could drift before its verdict could change. A decided verdict's interval lies on
-    one side of its rule's boundary, so a boundary inside it belongs to another rule (0 inside an equivalence that
-    holds, +margin inside a difference that holds) and is passed over; an undecided one has no room (0)."""
+    """The smallest distance from a judged estimate's interval to a boundary of the claim's own verdict rule
+    (Finding.boundaries; where a judge does not say, every rule's: 0, −margin, +margin): how far the effect could
+    drift before its verdict could change. A decided verdict's interval lies on one side of its rule's boundary, so a
+    boundary inside it belongs to another rule (0 inside an equivalence that holds) and is passed over; an undecided
+    one has no room (0)."""
     room = math.inf
     for name, e in f.estimates.items():
         if e is None or name not in (f.judged or f.estimates):
             continue
         low, high = e.value - e.half_width, e.value + e.half_width
-        for b in (0.0, -margin, margin):
+        for b in f.boundaries or (0.0, -margin, margin):
             if low <= b <= high:
                 if f.verdict in ("reproduced", "contradicted"):
                     continue

@@ -44,6 +44,9 @@ class Judgement:
     curve: tuple[str, str] | None = None  # the (a, b) runs whose val-loss effect the report follows over training
     judged: tuple[str, ...] = ()  # the estimates the verdict reads (empty: every one); the rest are shown beside it
     why: str = ""  # a verdict set by a gate rather than the interval rule: the reason, short, for the glance table
+    # where the verdict rule turns (greater: 0; equivalent: ± the margin; at most: + the margin): how far an effect
+    # may drift before its verdict could change (claims.cushion). Empty: not said, every rule's boundary counts
+    boundaries: tuple[float, ...] = ()
 
 
 @dataclass(kw_only=True)
