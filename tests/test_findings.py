@@ -1690,7 +1690,8 @@ def test_a_gap_that_stops_moving_only_as_the_rate_decays_is_not_settled():
     assert point(600) == (5, True)  # a point at the step the decay starts was measured at the peak rate
     assert point(150) == (7, False)  # one point at the peak rate is no stretch: the last two, under the decaying rate
     assert wsd.still_changing and wsd.trend == "closing" and wsd.untested_at_convergence
-    assert "from step 500 to 600, the last stretch at the peak rate it moved -0.125" in wsd.measurement
+    assert ("from step 400 to 600 at the peak rate it moved -0.125 ± 0.000 per 100 steps (the slope over three "
+            "points)") in wsd.measurement
     # the old reading (no schedule known: the last two points) called the same curve settled
     legacy, _ = rms_finding(REFERENCE_PATH, CLOSING_THEN_FROZEN, decays_from=None)
     assert legacy.trend == "settled" and not legacy.untested_at_convergence
@@ -1739,7 +1740,11 @@ def test_a_gap_closing_at_a_steady_pace_is_projected_past_its_room():
     assert finding(0.09375, steady).flattened is False  # room 0.04375 < 3 × 1/64
     assert finding(0.125, steady).flattened is True  # room 0.075 ≥ 3 × 1/64
     # still for its last stretch (a one-stretch test passes it), the pace over two is 1/128: 3 paces pass 0.0203 of room
-    assert finding(0.0703125, [1 / 64] * 4 + [0.0]).flattened is False
+    still_last = finding(0.0703125, [1 / 64] * 4 + [0.0])
+    assert still_last.flattened is False
+    # and the trend is read on the same pace: still closing, though its last stretch alone did not move
+    assert still_last.still_changing and still_last.trend == "closing"
+    assert "from step 400 to 600 at the peak rate it moved -0.008 ± 0.000 per 100 steps" in still_last.measurement
 
 
 def test_the_cushion_is_the_distance_from_a_judged_interval_to_the_nearest_boundary_of_the_rules():

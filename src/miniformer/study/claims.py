@@ -230,29 +230,34 @@ def gap_over_training(ev: Evidence, a: str, b: str) -> str:
     if s_peak not in (s0, s1):
         way += f"; widest {peak.value:+.3f} at step {s_peak}"
     text = f"; over training {first.value:+.3f} at step {s0} → {last.value:+.3f} at step {s1} ({way})"
-    change = ev.last_change(a, b)
-    if change is not None:
-        since, e = change
+    move = ev.trend_move(a, b)
+    if move is not None:
+        since, e, is_pace = move
         moving = last_move_word(ev, a, b)
         moving = moving if moving in ("settled", FLAT_DECAYING) else f"still changing: {moving}"
         k, at_peak = ev.trend_point(a, b)
         to = ev.runs(a)[0].curve_steps()[k]
-        where = "" if k == len(ev.runs(a)[0].curve_steps()) - 1 else ", the last stretch at the peak rate"
-        text += f"; from step {since} to {to}{where} it moved {ev.text(e)}, paired over windows and seeds ({moving})"
+        if is_pace:
+            how = f"from step {since} to {to} at the peak rate it moved {ev.text(e)} per 100 steps (the slope over "
+            how += "three points)"
+        else:
+            where = "" if k == len(ev.runs(a)[0].curve_steps()) - 1 else ", the last stretch at the peak rate"
+            how = f"from step {since} to {to}{where} it moved {ev.text(e)}"
+        text += f"; {how}, paired over windows and seeds ({moving})"
     return text
 
 
 def last_move_word(ev: Evidence, a: str, b: str) -> str:
-    """Which way the val-loss gap a − b moves at its trend point (Evidence.trend_point): "closing" or "widening" when
+    """Which way the val-loss gap a − b moves into its trend point (Evidence.trend_move: its pace over three peak-rate points, else its last move): "closing" or "widening" when
     the move's interval excludes no move (toward zero, or away from it); when it does not, "settled" where both rates
     were still at their peak, "flat as the rate decays" where they were not (a decaying rate's tail moves little
     whatever the model would still do: no sign of a plateau); "" without a curve."""
-    change, points = ev.last_change(a, b), [e for _, e in ev.curve(a, b) if e is not None]
-    if change is None or not points:
+    move, points = ev.trend_move(a, b), [e for _, e in ev.curve(a, b) if e is not None]
+    if move is None or not points:
         return ""
-    if greater(change[1]) == "undecided":
+    if greater(move[1]) == "undecided":
         return "settled" if ev.trend_point(a, b)[1] else FLAT_DECAYING
-    return "closing" if (change[1].value > 0) != (points[-1].value > 0) else "widening"
+    return "closing" if (move[1].value > 0) != (points[-1].value > 0) else "widening"
 
 
 # --- the compound claims ---------------------------------------------------------------------------------------------
@@ -1292,14 +1297,14 @@ def flattening(ev: Evidence, f: Finding) -> tuple[bool | None, str]:
     pace, horizon = ev.pace(*f.curve), ev.horizon()
     if pace is None or horizon is None:
         return None, ""
-    since, e = pace
-    said = f"; its pace at the peak rate from step {since}: {ev.text(e)} per 100 steps"
+    e = pace[1]
     if math.isinf(horizon[1]):
         # the loss falls no slower than before: nothing can be projected to settle
-        return False, said + " (not flattened: the reference's moves do not shrink)"
+        return False, "; not flattened: the reference's moves do not shrink"
     drift, room = (abs(e.value) + e.half_width) * horizon[1], cushion(f, ev.cfg.equivalence_margin)
     way = "flattened" if drift <= room else "not flattened"
-    return drift <= room, said + f", {drift:.3f} of drift still ahead against {room:.3f} of room ({way})"
+    return drift <= room, (f"; {horizon[1]:.1f} × its pace's bound = {drift:.3f} of drift still ahead, against "
+                           f"{room:.3f} of room to its rule's boundary ({way})")
 
 
 def cushion(f: Finding, margin: float) -> float:

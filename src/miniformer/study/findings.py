@@ -268,9 +268,10 @@ class CurveContrasts(Contrasts):
         """How fast the val-loss effect a − b moves per 100 steps along the last three curve points at the peak rate
         (the least-squares slope through them, paired per window and seed as last_change): two stretches read as one
         pace, so one noisy stretch neither hides nor fakes a trend. (the step it is read from, the estimate), or None
-        without three such points."""
+        without three such points, or where the schedule is not known (a stand-in study: every point is read as if at
+        the peak rate, so its trend is the last move)."""
         point = self.trend_point(a, b)
-        if point is None or not point[1] or point[0] < 2:
+        if self.decays_from is None or point is None or not point[1] or point[0] < 2:
             return None
         k, steps = point[0], self.runs(a)[0].curve_steps()
         source = f"curve_pace:{k}"
@@ -303,10 +304,19 @@ class CurveContrasts(Contrasts):
         r = math.sqrt(last / first)
         return r, (math.inf if r >= 1 else max(1.0, r / (1 - r)))
 
-    def changing(self, a: str, b: str) -> bool:
-        """The effect still moving: its move into the trend point has an interval that excludes no move at all."""
+    def trend_move(self, a: str, b: str) -> tuple[int, Estimate, bool] | None:
+        """What the trend of a − b is read on: its pace over the last three peak-rate points where there are three
+        (pace), else its last move (last_change); (the step it is read from, the estimate, whether it is a pace)."""
+        pace = self.pace(a, b)
+        if pace is not None:
+            return (*pace, True)
         change = self.last_change(a, b)
-        return change is not None and greater(change[1]) != "undecided"
+        return None if change is None else (*change, False)
+
+    def changing(self, a: str, b: str) -> bool:
+        """The effect still moving: its trend move (trend_move) has an interval that excludes no move at all."""
+        move = self.trend_move(a, b)
+        return move is not None and greater(move[1]) != "undecided"
 
     def plateau(self) -> tuple[float | None, str]:
         """How far this budget still moves, and the measurement in words: the reference's own val loss over the last
