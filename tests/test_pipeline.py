@@ -327,6 +327,37 @@ def test_a_deleted_or_half_written_output_is_remade_by_a_plain_rerun_of_either_t
     assert baseline_eval.exists() and digests_of(study, *numbers) == before
 
 
+def test_the_ladders_claims_join_the_report_as_another_design(smk, tmp_path):
+    """`make ladder`'s claims file, copied to results/budgets/ladder.json as the README says, puts its verdict beside
+    the warm-up row where it judged the claim on more seeds; it joins neither the budget table nor the totals."""
+    import shutil
+
+    from miniformer.params import Study
+    from miniformer.stages.report import build_report
+
+    results = tmp_path / "results"
+    shutil.copytree(smk / "results", results, ignore=shutil.ignore_patterns("*.pt"))
+    document = json.loads((results / "claims.json").read_text())
+    before = json.loads((results / "verdicts.json").read_text())
+    # the warm-up row where the smoke study judged it, else any claim not about converged models that it judged
+    judged = [r for r in document["claims"] if not r["converged"] and any(r["estimates"].values())]
+    warmup = next((r for r in judged if r["claim"] == "Post-norm needs warm-up; pre-norm trains without"), judged[0])
+    here = min(e["seeds"] for e in warmup["estimates"].values() if e)
+    for e in warmup["estimates"].values():
+        if e:
+            e["seeds"] = here + 2
+    warmup["verdict"] = "contradicted" if warmup["verdict"] != "contradicted" else "reproduced"
+    document.update(profile="ladder")  # the same steps: another design, not another budget
+    (results / "budgets").mkdir()
+    (results / "budgets" / "ladder.json").write_text(sealed_claims_text(document))
+    html = build_report(Study.load(smk / "params.yaml"), results, tmp_path / "report.html",
+                        smk / "data" / "prepared").read_text()
+    assert f"; {warmup['verdict']} in the ladder profile on {here + 2} seeds (" in html
+    after = json.loads((results / "verdicts.json").read_text())
+    assert after["budgets"] == {} and after["at the longest budget"] == before["at the longest budget"]
+    assert 'id="budget-table"' not in html  # no other budget: no budget table
+
+
 def test_a_longer_budgets_claims_join_the_report_and_its_totals(smk, tmp_path):
     """A `long` run's claims file under results/budgets/ puts each converged claim at both budgets side by side, and
     the totals count a converged claim at the longer budget: flip one there and the totals move by one."""
