@@ -342,7 +342,7 @@ def test_the_ladders_claims_join_the_report_as_another_design(smk, tmp_path):
     # the warm-up row where the smoke study judged it, else any claim not about converged models that it judged
     judged = [r for r in document["claims"] if not r["converged"] and any(r["estimates"].values())]
     warmup = next((r for r in judged if r["claim"] == "Post-norm needs warm-up; pre-norm trains without"), judged[0])
-    here = min(e["seeds"] for e in warmup["estimates"].values() if e)
+    here = max(e["seeds"] for e in warmup["estimates"].values() if e)
     for e in warmup["estimates"].values():
         if e:
             e["seeds"] = here + 2
