@@ -1160,6 +1160,9 @@ def test_the_ladders_verdict_on_more_seeds_reaches_the_default_report_and_no_bud
 
     marks = design_marks([finding("warm-up", 1), finding("rms", 3), finding("gone", 1)], designs)
     assert marks == ["; reproduced in the ladder profile on 3 seeds (e: +0.100 ± 0.020)", "", ""]
+    # a claim this run did not judge gets no other design's verdict (the ladder's report shows none of the default's)
+    absent = dataclasses.replace(finding("warm-up", 1), verdict="not run", estimates={})
+    assert design_marks([absent], designs) == [""]
 
 
 def test_a_converged_claim_is_counted_at_the_longest_budget_that_ran_it(tmp_path):

@@ -221,7 +221,9 @@ def design_marks(found: list[Finding], designs: list[Budget]) -> list[str]:
         for b in designs:
             r = b.claims.get(f.claim)
             theirs, mine = (_record_seeds(r) if r else None), _finding_seeds(f)
-            if r and r.get("verdict") not in (None, NOT_RUN) and theirs is not None and theirs > (mine or 0):
-                text += f"; {r['verdict']} in the {b.profile} profile on {theirs} seeds ({_headline(r)})"
+            if f.verdict != NOT_RUN and r and r.get("verdict") not in (None, NOT_RUN) and theirs is not None \
+                    and theirs > (mine or 0):  # a claim this run did not judge is another report's to show
+                text += f"; {r['verdict']} in the {b.profile} profile on {theirs} seed{'s' if theirs != 1 else ''} " \
+                        f"({_headline(r)})"
         marks.append(text)
     return marks
