@@ -248,8 +248,9 @@ def gap_over_training(ev: Evidence, a: str, b: str) -> str:
 
 
 def last_move_word(ev: Evidence, a: str, b: str) -> str:
-    """Which way the val-loss gap a − b moves into its trend point (Evidence.trend_move: its pace over three peak-rate points, else its last move): "closing" or "widening" when
-    the move's interval excludes no move (toward zero, or away from it); when it does not, "settled" where both rates
+    """Which way the val-loss gap a − b moves into its trend point (Evidence.trend_move: its pace over three
+    peak-rate points, else its last move): "closing" or "widening" when the move's interval excludes no move (toward
+    zero, or away from it); when it does not, "settled" where both rates
     were still at their peak, "flat as the rate decays" where they were not (a decaying rate's tail moves little
     whatever the model would still do: no sign of a plateau); "" without a curve."""
     move, points = ev.trend_move(a, b), [e for _, e in ev.curve(a, b) if e is not None]
