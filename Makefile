@@ -34,7 +34,7 @@ long: venv
 	snakemake --cores $(CORES) all --config profile=long
 
 # Xiong's warm-up claim on a ladder of rates: both norm placements without warm-up and with half the run, at lr 0.002,
-# 0.005 and 0.01, three seeds each (params.yaml `profiles.ladder`; ≈ 40 min on 2 cores). Like `make long` it trains
+# 0.005 and 0.01, three seeds each (params.yaml `profiles.ladder`; ≈ 36 min on 2 cores). Like `make long` it trains
 # into results/: run it in a clone of its own
 ladder: venv
 	snakemake --cores $(CORES) all --config profile=ladder
