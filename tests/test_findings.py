@@ -155,6 +155,19 @@ def test_post_norm_warmup_claim_compares_warmup_lengths_at_one_rate():
     assert judged(three(3.24), three(2.2), unfinished, three(2.0)) == "reproduced"
 
 
+def test_a_reproduced_warm_up_row_says_when_pre_norm_still_pays_without_it():
+    """"Pre-norm trains without" is a pass/fail: where pre-norm without warm-up trains but is clearly worse than with
+    it (2.3 against 2.0), the reproduced row says so in its reason and its measurement; where it costs nothing
+    resolvable (2.01 against 2.0 on identical seeds: no interval above 0 at the pooled spread), it says nothing."""
+    found = lambda *runs: {f.claim: f for f in claims(Evidence(warmup_runs(*runs), unigram=3.25))}[XIONG]  # noqa
+    paid = found(three(3.24), three(2.2), three(2.3, 2.31, 2.29), three(2.0, 2.01, 1.99))
+    assert paid.verdict == "reproduced" and paid.why == "each seed's pass/fail; pre-norm still pays without it"
+    assert "pre-norm trains without warm-up but still loses +0.300" in paid.measurement
+    free = found(three(3.24), three(2.2), three(2.0, 2.01, 1.99), three(2.0, 2.01, 1.99))
+    assert free.verdict == "reproduced" and free.why == "each seed's pass/fail"
+    assert "still loses" not in free.measurement
+
+
 def ladder(cells: dict[float, tuple[dict, dict, dict, dict]]) -> tuple[dict, dict]:
     """The four warm-up arms at several rates (the ladder profile): metrics and the sweeps that name each run's rate;
     the highest rate is the arms' own run, the others their ladder points."""
@@ -1726,6 +1739,21 @@ def test_settled_and_flattened_where_the_effects_projected_drift_could_not_flip_
     steady, ev = rms_finding(REFERENCE_PATH, [v + 0.0625 for v in REFERENCE_PATH], decays_from=640)
     assert steady.trend == "settled" and steady.flattened is False and steady.untested_at_convergence
     assert "its moves do not shrink" in ev.plateau()[1]
+
+
+def test_the_horizon_reads_the_slowest_seed():
+    """r from three noisy moves is an estimate: with two reference seeds, one slowing 0.75× a stretch and one 0.5×
+    (moves −0.25 → −0.0625), the horizon takes the slower seed's 3 paces, not the mean curve's, and the note prints
+    the mean with the seeds' range."""
+    fast = [3.0, 2.5, 2.125, 1.875, 1.75, 1.6875, 1.65625, 1.640625]  # moves −0.25, −0.125, −0.0625 into 400–600
+    curves = {"seed0": curve_run(SLOWING)["seed0"], "seed1": curve_run(fast)["seed0"]}
+    metrics = {"baseline": {"seed0": {"val_loss": SLOWING[-1]}, "seed1": {"val_loss": fast[-1]}}}
+    ev = Evidence(metrics, {"baseline": curves}, decays_from={"baseline": 640})
+    mean, seeds = ev.shrink_ratios()
+    assert sorted(seeds) == pytest.approx([0.5, 0.75]) and 0.5 < mean < 0.75
+    assert ev.horizon() == pytest.approx((0.75, 3.0))
+    text = ev.plateau()[1]
+    assert "(its seeds 0.50–0.75)" in text and "read at the slowest, 0.75, an effect may still drift 3.0×" in text
 
 
 def test_a_gap_closing_at_a_steady_pace_is_projected_past_its_room():

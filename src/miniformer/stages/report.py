@@ -489,6 +489,12 @@ SECTIONS = (positions_section, attention_section, heads_section, block_section, 
 def load_evidence(study: Study, results: Path, data: TokenData) -> Evidence:
     again = "re-run `miniformer aggregate`, which rewrites it"
     nested = read_json(results / "metrics.json", again)
+    foreign = sorted(set(nested) - set(study.names()))
+    if foreign:  # aggregated under another profile: its runs would be read with this profile's seeds and rates
+        raise UserError(f"{str(results / 'metrics.json')!r} holds runs the {study.profile!r} profile does not run "
+                        f"({', '.join(foreign[:4])}{', …' if len(foreign) > 4 else ''}): it was aggregated under "
+                        "another profile; pass that one (`--profile <name>`, as the run's claims file names it), or "
+                        "re-run `miniformer aggregate` under this one")
     samples = read_json(results / "windows.json", again) if (results / "windows.json").exists() else {}
     # a run's config (its rate, its objective) is the same for every seed: the study's first seed reads it
     sweeps = {e: [(name, study.config(name, study.seeds[0]).train.lr) for name in study.sweep_of(e)]

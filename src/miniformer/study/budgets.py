@@ -223,7 +223,8 @@ def design_marks(found: list[Finding], designs: list[Budget]) -> list[str]:
             theirs, mine = (_record_seeds(r) if r else None), _finding_seeds(f)
             if f.verdict != NOT_RUN and r and r.get("verdict") not in (None, NOT_RUN) and theirs is not None \
                     and theirs > (mine or 0):  # a claim this run did not judge is another report's to show
-                text += f"; {r['verdict']} in the {b.profile} profile on {theirs} seed{'s' if theirs != 1 else ''} " \
-                        f"({_headline(r)})"
+                why = f" ({r['why']})" if r.get("why") else ""  # what the verdict rests on, as that report says
+                seeds = f"{theirs} seed{'s' if theirs != 1 else ''}"
+                text += f"; {r['verdict']}{why} in the {b.profile} profile on {seeds} ({_headline(r)})"
         marks.append(text)
     return marks

@@ -33,7 +33,8 @@ def claim_records(found: list[Finding]) -> list[dict]:
                                                     "spread": e.variance, "seeds": e.seeds}
                      for name, e in f.estimates.items()}
         records.append({"claim": f.claim, "source": f.source, "test": f.test, "counted": f.counted,
-                        "verdict": f.verdict, "converged": f.converged, "still_changing": f.still_changing,
+                        "verdict": f.verdict, "why": f.why,
+                        "converged": f.converged, "still_changing": f.still_changing,
                         "flattened": f.flattened, "trend": f.trend, "judged": list(f.judged or f.estimates),
                         "stuck": list(f.stuck), "estimates": estimates})
     return records

@@ -781,7 +781,11 @@ def warmup_cell(ev: Evidence, runs: dict[tuple[str, str], str]) -> tuple[str, st
         return ("undecided", f"pre-norm does not train in every seed even with the long warm-up: this rate is too high "
                 f"for either placement; {text}", estimates, "pre-norm fails with the long warm-up")
     if never[("post", "none")] and every[("pre", "none")]:
-        return "reproduced", text, estimates, "each seed's pass/fail"
+        # "pre-norm trains without" is a pass/fail: where dropping the warm-up still costs pre-norm loss, say so
+        paid = pre is not None and pre.low > 0
+        return ("reproduced", text + (f"; pre-norm trains without warm-up but still loses {ev.text(pre)} by dropping "
+                                      "it: it needs no warm-up to train, not none to do its best" if paid else ""),
+                estimates, "each seed's pass/fail" + ("; pre-norm still pays without it" if paid else ""))
     return ("undecided", f"the seeds went different ways: the rate is at the edge of stability; {text}", estimates,
             "seeds went different ways")
 

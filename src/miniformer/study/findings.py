@@ -208,6 +208,14 @@ class Contrasts:
 
 
 
+def _shrink(first: float, last: float) -> float:
+    """r from two moves two stretches apart: √(last / first) for a falling loss; 0 where it no longer falls, infinite
+    where it fell less then than now."""
+    if last >= 0:
+        return 0.0
+    return math.inf if first >= 0 else math.sqrt(last / first)
+
+
 class CurveContrasts(Contrasts):
     """Effects over training: a val-loss contrast at each point of the runs' curve, and where its trend is read (the
     last stretch where the learning rates had not started to decay), the move there, and the plateau test."""
@@ -280,28 +288,35 @@ class CurveContrasts(Contrasts):
         e = self.contrast(source_quantity(source), [source], [(a, 1.0), (b, -1.0)])
         return None if e is None else (steps[k - 2], e)
 
-    def horizon(self) -> tuple[float, float] | None:
-        """How many more paces an effect may still move, from the reference's own val curve at its peak rate: each
-        100-step move is r times the one before (r from its last three moves), so if both arms of a contrast approach
-        their limits at that ratio, the effect's remaining drift is r / (1 − r) times its present pace (at least one
-        pace: the next stretch). (r, that horizon); the horizon is infinite where the loss is not slowing (r ≥ 1),
-        and one pace where it no longer falls. None: fewer than four curve points at the peak rate."""
+    def shrink_ratios(self) -> tuple[float, list[float]] | None:
+        """How much each of the reference's 100-step moves at its peak rate is of the one before (r, from its last
+        three moves: the square root of the last over the first), for the mean curve and for each seed: 0 where the
+        loss no longer falls, infinite where it fell less before than now. None: fewer than four curve points at the
+        peak rate."""
         ref = self.reference
         point = self.trend_point(ref, ref)
         if point is None or not point[1] or point[0] < 3:
             return None
-        moves = []
-        for k in (point[0] - 2, point[0]):
-            source = f"curve_change:{k}"
-            if not self.has_samples([ref], source):
-                return None
-            moves.append(statistics.fmean(run.mean(source) for run in self.runs(ref)))  # over seeds
-        first, last = moves
-        if last >= 0:
-            return 0.0, 1.0  # the loss no longer falls: one more pace, the next stretch
-        if first >= 0:
-            return math.inf, math.inf
-        r = math.sqrt(last / first)
+        sources = [f"curve_change:{k}" for k in (point[0] - 2, point[0])]
+        if not all(self.has_samples([ref], source) for source in sources):
+            return None
+        per_seed = [[run.mean(source) for source in sources] for run in self.runs(ref)]
+        mean = [statistics.fmean(seed[i] for seed in per_seed) for i in range(2)]
+        return _shrink(*mean), [_shrink(*seed) for seed in per_seed]
+
+    def horizon(self) -> tuple[float, float] | None:
+        """How many more paces an effect may still move: if both arms of a contrast approach their limits shrinking
+        their moves by r a stretch, the effect's remaining drift is r / (1 − r) times its present pace (at least one
+        pace: the next stretch). r is the slowest of the mean curve's and each seed's (shrink_ratios): one r from
+        three noisy moves is an estimate, and the curve's own ratios rise as it slows (a power law's tail is longer
+        than a geometric one's), so the horizon takes the least optimistic. (that r, the horizon); infinite where the
+        loss is not slowing (r ≥ 1), one pace where it no longer falls."""
+        ratios = self.shrink_ratios()
+        if ratios is None:
+            return None
+        r = max([ratios[0], *ratios[1]])
+        if r == 0:
+            return 0.0, 1.0
         return r, (math.inf if r >= 1 else max(1.0, r / (1 - r)))
 
     def trend_move(self, a: str, b: str) -> tuple[int, Estimate, bool] | None:
@@ -342,10 +357,13 @@ class CurveContrasts(Contrasts):
         if horizon is None:
             return bound, text + "; too few points at the peak rate to see whether its moves shrink"
         r, ahead = horizon
+        mean, seeds = self.shrink_ratios()
+        spread = f" (its seeds {min(seeds):.2f}–{max(seeds):.2f})" if len(seeds) > 1 else ""
+        said = f"; each move {mean:.2f}× the one before (its last three moves){spread}"
         if math.isinf(ahead):
-            return bound, text + "; its moves do not shrink: no effect can be projected to settle"
-        return bound, text + (f"; each move {r:.2f}× the one before (its last three moves), so an effect may still "
-                              f"drift {ahead:.1f}× its present pace before the curve flattens")
+            return bound, text + said + "; its moves do not shrink: no effect can be projected to settle"
+        return bound, text + said + (f"; read at the slowest, {r:.2f}, an effect may still drift {ahead:.1f}× its "
+                                     "present pace before the curve flattens")
 
 
 class Evidence(CurveContrasts):
