@@ -535,6 +535,13 @@ def template_environment() -> Environment:
                        autoescape=select_autoescape(["html", "j2"]), undefined=StrictUndefined)
 
 
+def other_runs(results: Path, found: list, steps: int, profile: str) -> tuple[list, list[str]]:
+    """The other budgets' claims files (results/budgets/), and per finding the marks both tables print: each
+    converged claim's verdict at a longer budget, and another design's (the ladder's) where it judged on more seeds."""
+    budgets, designs = split_designs(read_budgets(results), steps, profile)
+    return budgets, [a + b for a, b in zip(longer_marks(found, steps, budgets), design_marks(found, designs))]
+
+
 def build_report(study: Study, results: Path, out: Path, data_dir: Path = DATA_DIR) -> Path:
     check_experiments(study.experiments)
     figures.use_palette(study.names(), aliases=position_runs(study.experiments))  # one colour per method, every figure
@@ -545,10 +552,8 @@ def build_report(study: Study, results: Path, out: Path, data_dir: Path = DATA_D
                      study.config(study.reference, study.seeds[0]), {}, text_references(data))
     found = claims(ev)
     steps = r.base.train.steps
-    budgets, designs = split_designs(read_budgets(results), steps, study.profile)
+    budgets, later = other_runs(results, found, steps, study.profile)
     totals = totals_context(found, steps, budgets)
-    # each converged claim's verdict at a longer budget, and another design's (the ladder's) on more seeds: both tables
-    later = [a + b for a, b in zip(longer_marks(found, steps, budgets), design_marks(found, designs))]
     here = setting_of(study, r.base, data, ev)  # what this run's setting is: its claims file and the settings table
     context: dict = {}
     for section in SECTIONS:
