@@ -347,12 +347,14 @@ def test_the_ladders_claims_join_the_report_as_another_design(smk, tmp_path):
         if e:
             e["seeds"] = here + 2
     warmup["verdict"] = "contradicted" if warmup["verdict"] != "contradicted" else "reproduced"
+    warmup["why"] = "each seed's pass/fail"  # what that report says the verdict rests on travels with it
     document.update(profile="ladder")  # the same steps: another design, not another budget
     (results / "budgets").mkdir()
     (results / "budgets" / "ladder.json").write_text(sealed_claims_text(document))
     html = build_report(Study.load(smk / "params.yaml"), results, tmp_path / "report.html",
                         smk / "data" / "prepared").read_text()
-    assert f"; {warmup['verdict']} in the ladder profile on {here + 2} seeds (" in html
+    assert f"; {warmup['verdict']} (each seed&#39;s pass/fail) in the ladder profile on {here + 2} seeds (" in html \
+        or f"; {warmup['verdict']} (each seed's pass/fail) in the ladder profile on {here + 2} seeds (" in html
     after = json.loads((results / "verdicts.json").read_text())
     assert after["budgets"] == {} and after["at the longest budget"] == before["at the longest budget"]
     assert 'id="budget-table"' not in html  # no other budget: no budget table
