@@ -22,7 +22,7 @@ rule all:
         expand("results/runs/{run[0]}/seed{run[1]}/{name}", run=RUNS,
                name=("metrics.json", "log.tsv", "samples.jsonl", "perf.json", "curve.json")),
         expand("results/eval/{run[0]}/seed{run[1]}/{name}", run=RUNS,
-               name=("eval.json", "attention.json", "generations.json", "windows.json")),
+               name=("eval.json", "windows.json", *PROBE_FILES)),
 
 
 include: "workflow/rules/prepare.smk"

@@ -542,6 +542,7 @@ def test_run_scalars_take_each_number_from_its_own_field():
         "loss_at_4x": 2.6, "loss_past_block_at_4x": 2.9, "gen_1x_ngram_loss": 2.0, "gen_4x_ngram_loss": 2.4,
         "gen_repetition": 0.05, "order_preference_floor": 0.55, "order_floor_order": 3, "order_floor_ties": 0.5,
         "probe_constant_guess": 0.18, "finetune_accuracy": 0.61, "role_swap_intact": 2.1, "role_swap_swap_qk": 4.0,
+        "role_swap_swap_qv": None, "role_swap_swap_kv": None,  # every swap key, None where it did not run
         "position_table_moved": None, "token_table_moved": None,
     }
 

@@ -25,7 +25,6 @@ from miniformer.devices import DEVICES
 from miniformer.errors import UserError
 from miniformer.network.model import ModelConfig
 from miniformer.network.objectives import OBJECTIVES
-from miniformer.runtime.schedule import SCHEDULES
 from miniformer.tokenizer import TOKENIZERS
 
 PROFILES = ("smoke", "default", "gpu", "course", "long", "bpe", "small", "ladder")
@@ -34,6 +33,11 @@ PROFILES = ("smoke", "default", "gpu", "course", "long", "bpe", "small", "ladder
 REPLICATION = ("bpe", "small")
 GROUPS = ("reference", "position", "attention", "heads", "block", "objective")
 REFERENCE_GROUP = "reference"  # exactly one experiment: every seed runs it, and its seed spread is the noise floor
+# The learning-rate schedules (runtime/schedule.py computes each). cosine: linear warm-up, then a cosine decay to
+# min_lr at the last step (the default study's budgets). wsd: warm-up, a stable phase at lr, then a linear cool-down
+# over the last `cooldown_frac` of the steps (Hägele et al. 2024): a curve that flattens on the stable phase has
+# flattened because the model stopped learning, not because the rate shrank; an effect's trend is read there.
+SCHEDULES = ("cosine", "wsd")
 TRACKERS = ("none", "tensorboard")  # where the step log is mirrored besides log.tsv and DVCLive (training/logs.py)
 
 # The config sections' defaults are the shipped study's baseline, so a config built in code is the study's baseline.

@@ -6,6 +6,7 @@ import shlex
 import sys
 from pathlib import Path
 
+from miniformer.evaluation.probes import PROBE_FILES
 from miniformer.runtime.codehash import EVALUATION_CODE, INIT_PROBE_CODE, TRAINING_CODE, code_hash
 from miniformer.corpus import check_versioned, raw_data_hash
 from miniformer.stages.crosscheck import peer_experiments

@@ -17,9 +17,9 @@ rule run:
         curve="results/runs/{exp}/seed{seed}/curve.json",
         eval=report("results/eval/{exp}/seed{seed}/eval.json", caption="../report/eval.rst", category="Evaluations",
                     subcategory="{exp}"),
-        attention="results/eval/{exp}/seed{seed}/attention.json",
-        generations="results/eval/{exp}/seed{seed}/generations.json",
         windows="results/eval/{exp}/seed{seed}/windows.json",
+        # the files the probes declare they write (evaluation/: each Probe's files), from that one declaration
+        **{Path(name).stem: f"results/eval/{{exp}}/seed{{seed}}/{name}" for name in PROBE_FILES},
     threads: lambda wc: STUDY.config(wc.exp, int(wc.seed)).train.threads
     resources:
         mem_mb=2000,

@@ -6,7 +6,7 @@ import numpy as np
 import torch
 from torch import Tensor
 
-from miniformer.evaluation.subject import Measured, Subject
+from miniformer.evaluation.subject import Measured, Probe, Subject
 from miniformer.runtime.scoring import attention_entropy, windows
 
 
@@ -65,3 +65,7 @@ def head_scalars(ev: dict) -> dict:
 
 def line_map_scalars(ev: dict) -> dict:
     return {"upper_triangle_zero": ev.get("attention_upper_triangle_zero")}
+
+
+PROBES = (Probe(head_stats, head_scalars, order=30),
+          Probe(probe_line_maps, line_map_scalars, order=90, files=("attention.json",)))

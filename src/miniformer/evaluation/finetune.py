@@ -16,7 +16,7 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
 
-from miniformer.evaluation.subject import Measured, Subject
+from miniformer.evaluation.subject import Measured, Probe, Subject
 from miniformer.runtime.optim import AdamW
 
 FINETUNE_LR = 1e-3
@@ -143,3 +143,7 @@ def finetune(s: Subject) -> Measured:
 
 def finetune_scalars(ev: dict) -> dict:
     return {"finetune_accuracy": ev.get("finetune", {}).get("accuracy")}
+
+
+# last: it trains a copy of the model, the others read the model itself
+PROBES = (Probe(finetune, finetune_scalars, order=1000),)

@@ -13,7 +13,7 @@ from __future__ import annotations
 import numpy as np
 import torch
 
-from miniformer.evaluation.subject import Measured, Subject
+from miniformer.evaluation.subject import Measured, Probe, Subject
 
 QUALITY_ORDER = 3  # the n-gram model generations are read by: two characters of context
 
@@ -91,3 +91,6 @@ def generation_scalars(ev: dict) -> dict:
     out = {f"gen_{m}x_ngram_loss": r["ngram_loss"] for m, r in stats.items() if isinstance(r, dict)}
     out["gen_repetition"] = stats.get("repetition")
     return out
+
+
+PROBES = (Probe(generations, generation_scalars, order=100, files=("generations.json",)),)

@@ -6,7 +6,7 @@ import numpy as np
 import torch
 import torch.nn.functional as F
 
-from miniformer.evaluation.subject import Measured, Subject
+from miniformer.evaluation.subject import Measured, Probe, Subject
 from miniformer.layout import loss_at_key, past_block_key
 from miniformer.network.attention import make_causal_mask
 from miniformer.network.positions import POSITIONS
@@ -89,3 +89,6 @@ def length_scalars(ev: dict) -> dict:
         if int(m) > 1:
             out[past_block_key(m)] = r.get("loss_beyond_block") if r.get("applicable") else None
     return out
+
+
+PROBES = (Probe(split_losses, split_scalars, order=10), Probe(length_sweep, length_scalars, order=20))

@@ -10,7 +10,7 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor
 
-from miniformer.evaluation.subject import Measured, Subject
+from miniformer.evaluation.subject import Measured, Probe, Subject
 from miniformer.network.attention import make_causal_mask
 from miniformer.network.objectives import IGNORE
 from miniformer.runtime.ngram import NgramModel
@@ -195,3 +195,6 @@ def minimal_pair_scalars(ev: dict) -> dict:
             "order_pairs": pairs.get("pairs"),
             "order_ties": pairs["ties"] / pairs["pairs"] if pairs.get("pairs") else None,
             "order_floor_ties": pairs.get("floor_ties", 0) / pairs["pairs"] if pairs.get("pairs") else None}
+
+
+PROBES = (Probe(order_sensitivity, sensitivity_scalars, order=40), Probe(minimal_pairs, minimal_pair_scalars, order=50))

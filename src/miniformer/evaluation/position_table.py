@@ -12,7 +12,7 @@ from __future__ import annotations
 import torch
 from torch import Tensor
 
-from miniformer.evaluation.subject import Measured, Subject
+from miniformer.evaluation.subject import Measured, Probe, Subject
 from miniformer.network.model import MiniFormer
 
 
@@ -42,3 +42,6 @@ def table_motion(s: Subject) -> Measured:
 def table_motion_scalars(ev: dict) -> dict:
     motion = ev.get("table_motion", {})
     return {"position_table_moved": motion.get("position"), "token_table_moved": motion.get("token")}
+
+
+PROBES = (Probe(table_motion, table_motion_scalars, order=70),)

@@ -10,7 +10,7 @@ import numpy as np
 import torch
 import torch.nn.functional as F
 
-from miniformer.evaluation.subject import Measured, Subject
+from miniformer.evaluation.subject import Measured, Probe, Subject
 
 
 def probe_items(s: Subject) -> list[tuple[list[int], int]]:
@@ -72,3 +72,6 @@ def probe_scalars(ev: dict) -> dict:
     return {"recovery_accuracy": probe.get("recovery_accuracy"), "probe_constant_guess": probe.get("constant_guess"),
             "probe_candidate_recall": probe.get("candidate_recall"),
             "continuation_loss": probe.get("continuation_loss")}
+
+
+PROBES = (Probe(shared_probe, probe_scalars, order=80),)

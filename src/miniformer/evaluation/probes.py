@@ -1,46 +1,38 @@
-"""The probes `evaluate` runs, in the order their values appear in eval.json, each with the numbers of its values
-that metrics.json carries."""
+"""The probes `evaluate` runs: every evaluation module's ``PROBES``, in the order they declare (their values' order in
+eval.json), and what the rest of the study reads from those declarations — the files the workflow declares beside
+eval.json, the keys every run's metrics.json has. A new probe is a module in this package and nothing else: no list
+here to edit."""
 
 from __future__ import annotations
 
-from collections.abc import Callable
-from dataclasses import dataclass
+import importlib
+import pkgutil
 
-from miniformer.evaluation import (
-    attention,
-    finetune,
-    generations,
-    losses,
-    order,
-    position_table,
-    probe,
-    role_swap,
-    uniformity,
-)
-from miniformer.evaluation.subject import Measured, Subject
+from miniformer import evaluation
+from miniformer.evaluation.subject import Probe, Reading
+
+# The numbers a training's metrics.json gives every run, before the probes' scalars.
+TRAINING_SCALARS = ("final_train_loss", "diverged", "divergence_step", "loss_spikes", "n_params")
 
 
-@dataclass(frozen=True)
-class Probe:
-    """A probe, and its scalars: its eval.json values as flat numbers for metrics.json (what `dvc metrics diff`
-    compares and the report's claims read). A key is there even when the probe did not apply (None), so every run of
-    a study has the same keys."""
+def discover() -> tuple[Probe, ...]:
+    """Every ``PROBES`` entry of the modules in miniformer.evaluation, by ``order``; refused in one line where two
+    probes share an order (their eval.json order would depend on file names), a file name, or a reading's label."""
+    found: list[Probe] = []
+    for module in pkgutil.iter_modules(evaluation.__path__):
+        if module.name != __name__.rpartition(".")[2]:  # this module's PROBES is what it finds, not a declaration
+            found += getattr(importlib.import_module(f"{evaluation.__name__}.{module.name}"), "PROBES", ())
+    for what, values in (("order", [p.order for p in found]), ("file", [f for p in found for f in p.files])):
+        twice = sorted({v for v in values if values.count(v) > 1}, key=str)
+        if twice:
+            raise ValueError(f"two probes declare the same {what} {twice[0]!r}: give each its own (evaluation/)")
+    return tuple(sorted(found, key=lambda p: p.order))
 
-    measure: Callable[[Subject], Measured]
-    scalars: Callable[[dict], dict]
 
+PROBES: tuple[Probe, ...] = discover()
+# the JSON files probes write beside eval.json and windows.json (the workflow's outputs of every run job)
+PROBE_FILES: tuple[str, ...] = tuple(f for p in PROBES for f in p.files)
+# the probes whose readings the report shows in a table of their own
+REPORTED: tuple[Probe, ...] = tuple(p for p in PROBES if p.readings)
 
-PROBES: tuple[Probe, ...] = (
-    Probe(losses.split_losses, losses.split_scalars),
-    Probe(losses.length_sweep, losses.length_scalars),
-    Probe(attention.head_stats, attention.head_scalars),
-    Probe(order.order_sensitivity, order.sensitivity_scalars),
-    Probe(order.minimal_pairs, order.minimal_pair_scalars),
-    Probe(uniformity.uniformity, uniformity.uniformity_scalars),
-    Probe(position_table.table_motion, position_table.table_motion_scalars),
-    Probe(probe.shared_probe, probe.probe_scalars),
-    Probe(attention.probe_line_maps, attention.line_map_scalars),
-    Probe(generations.generations, generations.generation_scalars),
-    Probe(role_swap.role_swap, role_swap.role_swap_scalars),
-    Probe(finetune.finetune, finetune.finetune_scalars),  # last: it trains a copy of the model, the others read it
-)
+__all__ = ["PROBES", "PROBE_FILES", "REPORTED", "TRAINING_SCALARS", "Probe", "Reading", "discover"]

@@ -11,7 +11,7 @@ from contextlib import contextmanager
 
 import torch
 
-from miniformer.evaluation.subject import Measured, Subject
+from miniformer.evaluation.subject import Measured, Probe, Reading, Subject
 from miniformer.runtime.scoring import mean_loss, window_losses, windows
 
 # name -> the new (query, key, value) as positions in the old (query, key, value)
@@ -48,4 +48,10 @@ def role_swap(s: Subject) -> Measured:
 
 
 def role_swap_scalars(ev: dict) -> dict:
-    return {f"role_swap_{name}": loss for name, loss in ev.get("role_swap", {}).items()}
+    return {f"role_swap_{name}": ev.get("role_swap", {}).get(name) for name in SWAPS}
+
+
+PROBES = (Probe(role_swap, role_swap_scalars, order=110,
+                title="Roles swapped in the trained model (runs with eval.role_swap): val loss",
+                readings=(Reading("intact", "role_swap_intact"), Reading("Q ↔ K", "role_swap_swap_qk"),
+                          Reading("Q ↔ V", "role_swap_swap_qv"), Reading("K ↔ V", "role_swap_swap_kv"))),)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import functools
+from collections.abc import Callable
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -21,6 +22,36 @@ class Measured:
     values: dict
     samples: dict = field(default_factory=dict)
     files: dict = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class Reading:
+    """One of a probe's numbers as the report shows it: a column headed ``label`` in the probe's table, one row per
+    experiment, the mean over its seeds of the metrics.json scalar ``key``, written with ``format``."""
+
+    label: str
+    key: str
+    format: str = "{:.3f}"
+
+
+@dataclass(frozen=True)
+class Probe:
+    """A probe as the study runs it, declared in its own module (a module-level ``PROBES`` tuple; evaluation/probes.py
+    finds them): the function, its scalars (its eval.json values as flat numbers for metrics.json, what `dvc metrics
+    diff` compares and the claims read; a key is there even when the probe did not apply, as None, so every run of a
+    study has the same keys), where its values come in eval.json (``order``, lowest first), the files it writes beside
+    eval.json (the workflow declares them), and the readings the report shows in a table of its own under ``title``."""
+
+    measure: Callable[[Subject], Measured]
+    scalars: Callable[[dict], dict]
+    order: int
+    files: tuple[str, ...] = ()
+    title: str = ""
+    readings: tuple[Reading, ...] = ()
+
+    @property
+    def name(self) -> str:
+        return f"{self.measure.__module__.rpartition('.')[2]}.{self.measure.__name__}"
 
 
 class Subject:

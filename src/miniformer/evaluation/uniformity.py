@@ -6,7 +6,7 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor
 
-from miniformer.evaluation.subject import Measured, Subject
+from miniformer.evaluation.subject import Measured, Probe, Subject
 from miniformer.runtime.scoring import windows
 
 
@@ -29,3 +29,6 @@ def uniformity(s: Subject) -> Measured:
 
 def uniformity_scalars(ev: dict) -> dict:
     return {"hidden_uniformity": ev.get("hidden_uniformity")}
+
+
+PROBES = (Probe(uniformity, uniformity_scalars, order=60),)

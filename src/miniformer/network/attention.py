@@ -160,6 +160,10 @@ class SelfAttention(nn.Module):
         # Three projections with the names a LoRA recipe targets (q_proj, k_proj, v_proj, o_proj: peft, the LLaMA
         # family). One fused C -> 3C matrix measured no faster on CPU (benchmarks/bench_projections.py).
         self.q_proj, self.k_proj, self.v_proj = (nn.Linear(cfg.n_embd, cfg.n_embd, bias=cfg.bias) for _ in range(3))
+        self.o_proj = nn.Linear(cfg.n_embd if cfg.head_merge == "concat" else cfg.head_dim, cfg.n_embd, bias=cfg.bias)
+        self.resid_drop = nn.Dropout(cfg.dropout)
+        self.dropout = cfg.dropout
+        # The switches, each apart from the plain path (switched_projections, and the merge in forward):
         self.role = tuple(_ROLE_INDEX[r] for r in cfg.qkv_order)  # which projection serves as Q, K, V
         if cfg.qk_tied:  # the key is the query's projection: scores q_i·q_j are symmetric in i and j
             self.role = (self.role[0], self.role[0], self.role[2])
@@ -167,9 +171,6 @@ class SelfAttention(nn.Module):
         # that of every other arm.
         self.value_proj = cfg.value_proj
         self.head_merge = cfg.head_merge
-        self.o_proj = nn.Linear(cfg.n_embd if cfg.head_merge == "concat" else cfg.head_dim, cfg.n_embd, bias=cfg.bias)
-        self.dropout = cfg.dropout
-        self.resid_drop = nn.Dropout(cfg.dropout)
         self.given = None  # someone else's attention code (network.given.GivenAttention): computes in its place
 
     def forward(self, x: Tensor, inputs: AttentionInputs, kv: LayerKV | None = None) -> tuple[Tensor, Tensor | None]:
@@ -177,22 +178,32 @@ class SelfAttention(nn.Module):
         already in ``kv`` (whose keys and values the new ones join)."""
         if self.given is not None:
             return self.given.forward(self, x, inputs, kv)
-        q, k, v = self.heads(x, inputs.rotary, PACKAGE_PRIMITIVES)
+        q, k, v = self.project(x)  # (B,T,C) each
+        if inputs.rotary is not None:
+            q, k = self.rotate(q, k, inputs.rotary)
+        q, k, v = split_heads(q, self.n_head), split_heads(k, self.n_head), split_heads(v, self.n_head)  # (B,H,T,D)
         if kv is not None:
             k, v = kv.append(k, v)
         if inputs.return_weights:
             y, w = self.explicit(q, k, v, inputs.mask, inputs.score_bias)
         else:
             y, w = self._sdpa(q, k, v, inputs.mask, inputs.score_bias, inputs.causal_hint), None
-        y = merge_heads(y) if self.head_merge == "concat" else y.mean(dim=1)
+        y = merge_heads(y) if self.head_merge == "concat" else y.mean(dim=1)  # the mean merge: one head's width
         return self.resid_drop(self.o_proj(y)), w
 
-    def heads(self, x: Tensor, rotary: RotaryFn | None, p: Primitives) -> tuple[Tensor, Tensor, Tensor]:
-        """(B,H,T,D) queries, keys and values: projected, rotated (RoPE), then split into heads."""
-        Q, K, V = self.project(x)
-        if rotary is not None:
-            Q, K = self.rotate(Q, K, rotary)
-        return p.split_heads_qkv(Q, K, V, self.n_head)
+    def project(self, x: Tensor) -> tuple[Tensor, Tensor, Tensor]:
+        """(B,T,C) query, key and value: W_q x, W_k x, W_v x — or, under a switch, what switched_projections says."""
+        if self.role == (0, 1, 2) and self.value_proj:
+            return self.q_proj(x), self.k_proj(x), self.v_proj(x)
+        return self.switched_projections(x)
+
+    def switched_projections(self, x: Tensor) -> tuple[Tensor, Tensor, Tensor]:
+        """The role switches: each of Q, K, V from the projection its role names (qkv_order, qk_tied), the input itself
+        as the value without a value projection; a projection two roles share is computed once."""
+        projections = (self.q_proj, self.k_proj, self.v_proj)
+        used = self.role if self.value_proj else self.role[:2]
+        out = {i: projections[i](x) for i in dict.fromkeys(used)}
+        return out[self.role[0]], out[self.role[1]], out[self.role[2]] if self.value_proj else x
 
     def rotate(self, Q: Tensor, K: Tensor, rotary: RotaryFn) -> tuple[Tensor, Tensor]:
         """RoPE on the (B,T,C) query and key: each head's channel pairs turn within the head-major layout that a split
@@ -201,23 +212,15 @@ class SelfAttention(nn.Module):
         q, k = rotary(Q.view(shape), K.view(shape))
         return q.flatten(2), k.flatten(2)
 
-    def project(self, x: Tensor) -> tuple[Tensor, Tensor, Tensor]:
-        """(B,T,C) query, key and value, each from the projection its role names (the input itself as the value when
-        there is no value projection); a projection two roles share is computed once."""
-        projections = (self.q_proj, self.k_proj, self.v_proj)
-        used = self.role if self.value_proj else self.role[:2]
-        out = {i: projections[i](x) for i in dict.fromkeys(used)}
-        return out[self.role[0]], out[self.role[1]], out[self.role[2]] if self.value_proj else x
-
     def explicit(self, q: Tensor, k: Tensor, v: Tensor, mask: Tensor | None, score_bias: Tensor | None,
-                  p: Primitives = PACKAGE_PRIMITIVES, own_mask: bool = False) -> tuple[Tensor, Tensor]:
+                 p: Primitives = PACKAGE_PRIMITIVES) -> tuple[Tensor, Tensor]:
+        """softmax(mask(QKᵀ/√d + bias)) V step by step, with the weights (the heatmaps; SDPA does not return them):
+        the package's primitives, or a student's (``p``, network/given.py)."""
         A = p.pairwise_similarities(q, k)
         if self.scale:
             A = p.attn_scaled(A, self.n_embd, self.n_head)
         if score_bias is not None:
             A = A + score_bias
-        if own_mask:
-            mask = p.make_causal_mask(q.size(-2)).to(q.device)
         if mask is not None:
             A = p.apply_causal_mask(mask, A)
         A = p.attn_softmax(A)

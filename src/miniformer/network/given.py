@@ -99,11 +99,16 @@ class GivenAttention:
             y = self.self_attention(Q, K, V, attn.n_head, causal, inputs.score_bias)
             return attn.resid_drop(attn.o_proj(y)), None
         p = self.primitives
-        q, k, v = attn.heads(x, inputs.rotary, p)
+        Q, K, V = attn.project(x)
+        if inputs.rotary is not None:
+            Q, K = attn.rotate(Q, K, inputs.rotary)
+        q, k, v = p.split_heads_qkv(Q, K, V, attn.n_head)
         if kv is not None:
             k, v = kv.append(k, v)
-        own_mask = inputs.causal_hint and kv is None  # the causal mask from the student's own make_causal_mask
-        y, w = attn.explicit(q, k, v, inputs.mask, inputs.score_bias, p, own_mask)
+        mask = inputs.mask
+        if inputs.causal_hint and kv is None:  # the causal mask from the student's own make_causal_mask
+            mask = p.make_causal_mask(q.size(-2)).to(q.device)
+        y, w = attn.explicit(q, k, v, mask, inputs.score_bias, p)
         y = p.merge_heads(y) if attn.head_merge == "concat" else y.mean(dim=1)
         return attn.resid_drop(attn.o_proj(y)), w if inputs.return_weights else None
 

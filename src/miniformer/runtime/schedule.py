@@ -4,11 +4,7 @@ from __future__ import annotations
 
 import math
 
-# cosine: linear warm-up, then a cosine decay to min_lr at the last step (the default study's budgets).
-# wsd: warm-up, a stable phase at lr, then a linear cool-down to min_lr over the last `cooldown_frac` of the steps
-# (Hägele et al. 2024): along the stable phase the rate does not shrink, so a curve that flattens there has flattened
-# because the model stopped learning, not because the rate did; the trend of an effect is read on that phase.
-SCHEDULES = ("cosine", "wsd")
+# The schedules' names are the config's vocabulary (params.SCHEDULES, validated there); what each does is below.
 
 
 def decay_start(cfg) -> int:

@@ -10,7 +10,7 @@ from pathlib import Path
 import pandas as pd
 
 from miniformer.errors import UserError
-from miniformer.evaluation.probes import PROBES
+from miniformer.evaluation.probes import PROBES, TRAINING_SCALARS
 from miniformer.layout import (
     AGGREGATES,
     DATA_DIR,
@@ -61,10 +61,6 @@ def finished_run(study: Study, results: Path, exp: str, seed: int, data_hash: st
     for written_before in ev.get("files", {}):
         check_digest(eval_folder, written_before, ev["files"], str(eval_folder / "eval.json"), reevaluate)
     return train, ev
-
-
-# The numbers a training's metrics.json gives every run; the probes declare theirs (evaluation/probes.py).
-TRAINING_SCALARS = ("final_train_loss", "diverged", "divergence_step", "loss_spikes", "n_params")
 
 
 def run_scalars(train: dict, ev: dict) -> dict:

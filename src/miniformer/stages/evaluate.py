@@ -10,7 +10,7 @@ import torch
 
 from miniformer.devices import pick_device
 from miniformer.evaluation.probes import PROBES
-from miniformer.evaluation.subject import Subject
+from miniformer.evaluation.subject import Measured, Probe, Subject
 from miniformer.params import RunConfig
 from miniformer.runtime.checkpoints import check_finished_training, evaluation_fingerprint, load_run_model
 from miniformer.runtime.files import write_json
@@ -32,6 +32,14 @@ def load_subject(run: RunConfig, run_dir: Path, data_dir: Path) -> tuple[Subject
     return Subject(run, model, data, device), ckpt
 
 
+def check_declared_files(probe: Probe, measured: Measured) -> None:
+    """The files a probe wrote are the ones it declares: the workflow's outputs come from that declaration, so a file
+    it did not declare would be left out of them, and one it declared but did not write fails the job late."""
+    if sorted(measured.files) != sorted(probe.files):
+        raise ValueError(f"probe {probe.name} wrote {sorted(measured.files)} but declares files={probe.files}: "
+                         "declare each file it writes in its Probe(files=...)")
+
+
 def evaluate(run: RunConfig, run_dir: Path, out_dir: Path, data_dir: Path) -> dict:
     subject, ckpt = load_subject(run, run_dir, data_dir)
     result = {
@@ -43,6 +51,7 @@ def evaluate(run: RunConfig, run_dir: Path, out_dir: Path, data_dir: Path) -> di
     samples, files = {}, {}
     for probe in PROBES:
         measured = probe.measure(subject)
+        check_declared_files(probe, measured)
         result.update(measured.values)
         samples.update(measured.samples)
         files.update(measured.files)

@@ -17,6 +17,7 @@ from jinja2 import Environment, PackageLoader, StrictUndefined, select_autoescap
 from markupsafe import Markup
 
 from miniformer.errors import UserError
+from miniformer.evaluation.probes import REPORTED
 from miniformer.layout import (
     DATA_DIR,
     INIT_FILE,
@@ -482,8 +483,40 @@ def statistics_section(r: ReportInputs, found: list) -> dict:
     return {"stability": stability, "stability_rows": STABILITY_ROWS, "curve_tokens": r.base.train.curve_tokens}
 
 
+def declared_probes_section(r: ReportInputs) -> dict:
+    """A table for each probe that declares readings (evaluation/: its Probe's ``readings``), one row per experiment
+    with a value, each the mean over its seeds: a new probe reaches the report with no line of the template its own."""
+    tables = []
+    for probe in REPORTED:
+        rows = []
+        for e in r.study.names():
+            means = [r.m.mean(e, reading.key) for reading in probe.readings]
+            if any(v is not None for v in means):
+                rows.append((e, len(r.m.nested[e]), ["—" if v is None else reading.format.format(v)
+                                                     for reading, v in zip(probe.readings, means)]))
+        if rows:
+            tables.append({"title": probe.title or probe.name, "labels": [x.label for x in probe.readings],
+                           "rows": rows})
+    return {"probe_tables": tables}
+
+
 SECTIONS = (positions_section, attention_section, heads_section, block_section, training_section,
-            objectives_section, fidelity_section)
+            objectives_section, fidelity_section, declared_probes_section)
+
+
+def sections_context(r: ReportInputs, found: list) -> dict:
+    """Every section's names for the template; refused in one line where a claim or a probe's reading asked for a
+    metrics.json key that no run has (it would otherwise read as "not run")."""
+    context: dict = {}
+    for section in SECTIONS:
+        context.update(section(r))
+    context.update(statistics_section(r, found))
+    unknown = r.m.unknown()
+    if unknown:
+        raise UserError(f"the report reads {', '.join(map(repr, unknown))} from {r.results / 'metrics.json'}, which "
+                        "no run there has: a misspelt key in a claim or a probe's readings, or metrics aggregated by "
+                        "older code (run `miniformer aggregate` again)")
+    return context
 
 
 def load_evidence(study: Study, results: Path, data: TokenData) -> Evidence:
@@ -555,10 +588,7 @@ def build_report(study: Study, results: Path, out: Path, data_dir: Path = DATA_D
     budgets, later = other_runs(results, found, steps, study.profile)
     totals = totals_context(found, steps, budgets)
     here = setting_of(study, r.base, data, ev)  # what this run's setting is: its claims file and the settings table
-    context: dict = {}
-    for section in SECTIONS:
-        context.update(section(r))
-    context.update(statistics_section(r, found))
+    context = sections_context(r, found)
     hypotheses = {e: spec.get("hypothesis", "") for e, spec in study.experiments.items()}
     groups = {e: spec["group"] for e, spec in study.experiments.items()}
     html = template_environment().get_template("report.html.j2").render(

@@ -666,7 +666,7 @@ def order_without_positions(ev: Evidence) -> Judgement:
         causal = ev.contrast(source_quantity("pairs"), ["pairs"], [("pos_none", 1.0), (floor_run, -1.0)])
         floor_name = f"{floor_run} (stuck at the unigram loss)"
     else:
-        causal = ev.metrics_contrast(lambda r: r.get("order_preference"), [("pos_none", 1.0), (floor_run, -1.0)])
+        causal = ev.metrics_contrast(ev.m.reader("order_preference"), [("pos_none", 1.0), (floor_run, -1.0)])
         floor_name = f"{floor_run} (stuck at the unigram loss)"
     mlm = ev.preference("obj_mlm_nope")
     # A bidirectional model without positions is permutation-equivariant: it ties on every pair by construction,
@@ -707,7 +707,7 @@ def difference_in_differences(ev: Evidence, a: str, b: str, c: str, d: str) -> E
     terms = [(a, 1.0), (b, -1.0), (c, -1.0), (d, 1.0)]
     if all(ev.runs(x) and all(r.size("val") for r in ev.runs(x)) for x in (a, b, c, d)):
         return ev.contrast(source_quantity("val"), ["val"], terms)
-    return ev.metrics_contrast(lambda r: r.get("val_loss"), terms)  # metrics.json alone: the seed part only
+    return ev.metrics_contrast(ev.m.reader("val_loss"), terms)  # metrics.json alone: the seed part only
 
 
 def rate_of(ev: Evidence, run: str) -> float | None:
@@ -1070,7 +1070,7 @@ def restored_effect(ev: Evidence) -> Estimate | None:
         return ev.interval.contrast(q, ["val"], [(1.0, renamed), (-1.0, b)],
                                   [ev.spread_of_runs(q, renamed, "attn_no_mask"), ev.spread(q, "attn_single_head")],
                                   ["attn_no_mask", "attn_single_head"])
-    return ev.metrics_contrast(lambda r: r.get("val_loss_with_causal_mask", r.get("val_loss")),
+    return ev.metrics_contrast(ev.m.reader("val_loss_with_causal_mask", "val_loss"),
                                [("attn_no_mask", 1.0), ("attn_single_head", -1.0)])
 
 
@@ -1092,7 +1092,8 @@ def within_run_effect(ev: Evidence, exp: str, a: str, b: str) -> Estimate | None
     if ev.runs(exp) and all(r.size(a) and r.size(b) for r in ev.runs(exp)):
         return ev.contrast(difference_quantity(a, b), [a, b], [(exp, 1.0)], same_items=True)  # one window, two ways
     ka, kb = f"role_swap_{a.partition(':')[2]}", f"role_swap_{b.partition(':')[2]}"
-    return ev.metrics_contrast(lambda r: minus(r.get(ka), r.get(kb)), [(exp, 1.0)])
+    read_a, read_b = ev.m.reader(ka), ev.m.reader(kb)
+    return ev.metrics_contrast(lambda r: minus(read_a(r), read_b(r)), [(exp, 1.0)])
 
 
 def learned_roles_matter(ev: Evidence) -> Judgement:

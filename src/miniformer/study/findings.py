@@ -95,11 +95,26 @@ class Metrics:
 
     def __init__(self, nested: dict, reference: str = REFERENCE) -> None:
         self.nested, self.reference = nested, reference
+        # every key read, so that a key no run has (a misspelling, or metrics aggregated by older code) is named
+        # (``unknown``) instead of reading as "not run"
+        self.asked: set[str] = set()
 
     def has(self, exp: str) -> bool:
         return exp in self.nested
 
+    def reader(self, *keys: str) -> Callable[[dict], object]:
+        """A run's value of the first of ``keys`` it has (None if none); the last key is the one every run must have,
+        the others may be missing (a key only some objectives write)."""
+        self.asked.add(keys[-1])
+        return lambda r: next((r[k] for k in keys if k in r), None)
+
+    def unknown(self) -> list[str]:
+        """The keys read that no run of the metrics has (none when there are no runs)."""
+        have = {k for runs in self.nested.values() for r in runs.values() for k in r}
+        return sorted(self.asked - have) if have else []
+
     def values(self, exp: str, key: str) -> list[float]:
+        self.asked.add(key)
         runs = self.nested.get(exp, {})
         return [r[key] for r in runs.values() if isinstance(r.get(key), int | float) and not isinstance(r[key], bool)]
 
@@ -108,6 +123,7 @@ class Metrics:
         return statistics.fmean(v) if v else None
 
     def any_true(self, exp: str, key: str) -> bool:
+        self.asked.add(key)
         return any(r.get(key) is True for r in self.nested.get(exp, {}).values())
 
     def noise(self, key: str = "val_loss") -> float:
@@ -431,8 +447,8 @@ class Evidence(CurveContrasts):
             return self.contrast(source_quantity(paired), [paired], terms)
         if self.has_samples(exps, hi) and self.has_samples(exps, lo):
             return self.contrast(difference_quantity(hi, lo), [hi, lo], terms)
-        hi_key, lo_key = loss_at_key(top), loss_at_key(1)
-        return self.metrics_contrast(lambda r: minus(r.get(hi_key), r.get(lo_key)), terms)
+        read_hi, read_lo = self.m.reader(loss_at_key(top)), self.m.reader(loss_at_key(1))
+        return self.metrics_contrast(lambda r: minus(read_hi(r), read_lo(r)), terms)
 
     def scalar_growth(self, exp: str, top: int) -> float | None:
         """Mean over seeds of loss at top× block_size minus at 1× (metrics.json alone, no interval)."""
@@ -451,9 +467,8 @@ class Evidence(CurveContrasts):
             return self.contrast(lambda s, idx: minus(s.mean(source, idx.get(source)),
                                                       0.5 if floor is None else s.mean(floor, idx.get(floor))),
                                  [source] + ([floor] if floor else []), [(exp, 1.0)], same_items=True)
-        key = "order_preference"
-        floor_key = "order_preference_floor" if against else None
-        return self.metrics_contrast(lambda r: minus(r.get(key), 0.5 if floor_key is None else r.get(floor_key)),
+        read, read_floor = self.m.reader("order_preference"), self.m.reader("order_preference_floor")
+        return self.metrics_contrast(lambda r: minus(read(r), 0.5 if against is None else read_floor(r)),
                                      [(exp, 1.0)])
 
     def scalar_effect(self, a: str, b: str | None, key: str) -> Estimate | None:
@@ -462,7 +477,8 @@ class Evidence(CurveContrasts):
         if not self.m.values(a, key) or (b and not self.m.values(b, key)):
             return None
         terms = [(a, 1.0)] + ([(b, -1.0)] if b else [])
-        return self.metrics_contrast(lambda r: _number(r.get(key)), terms)
+        read = self.m.reader(key)
+        return self.metrics_contrast(lambda r: _number(read(r)), terms)
 
     # --- the learning-rate sweeps -------------------------------------------------------------------------------------
 
