@@ -65,7 +65,7 @@ def test_two_probes_that_claim_the_same_order_or_file_are_refused(toy_package, c
     if clash == "file":
         module = module.replace('"toy.json"', '"attention.json"')
     (toy_package / "toy_clash.py").write_text(module)
-    with pytest.raises(ValueError, match=f"the same {clash}"):
+    with pytest.raises(UserError, match=f"the same {clash} .*toy_clash.toy.*: give each its own \\(taken: "):
         probes.discover()
 
 
@@ -90,7 +90,7 @@ def test_role_swap_gives_every_swap_key_when_it_did_not_run():
 @pytest.mark.parametrize("written", [{}, {"toy.json": {}, "other.json": {}}, {"other.json": {}}])
 def test_evaluate_refuses_a_probe_whose_files_differ_from_what_it_declares(written):
     probe = Probe(lambda s: Measured({}), lambda ev: {}, order=1, files=("toy.json",))
-    with pytest.raises(ValueError, match="declares files"):
+    with pytest.raises(UserError, match="declares files"):
         evaluate.check_declared_files(probe, Measured({}, files=written))
     evaluate.check_declared_files(probe, Measured({}, files={"toy.json": {}}))  # what it declares: passes
 
@@ -116,7 +116,7 @@ def test_a_reading_or_claim_key_no_run_has_is_refused_in_one_line(monkeypatch):
     monkeypatch.setattr(report, "statistics_section", lambda r, found: {})
     r = fake_inputs({"a": {"seed0": {"toy_one": 1.0}}})
     r.results = report.Path("results")
-    with pytest.raises(UserError, match="'toy_onne'.*no run there has"):
+    with pytest.raises(UserError, match=r"'toy_onne' \(did you mean 'toy_one'\?\) from .*no run there has"):
         report.sections_context(r, [])
     monkeypatch.setattr(report, "REPORTED", ())
     assert report.sections_context(fake_inputs({"a": {"seed0": {"toy_one": 1.0}}}), []) == {"probe_tables": []}

@@ -6,7 +6,6 @@ import shlex
 import sys
 from pathlib import Path
 
-from miniformer.evaluation.probes import PROBE_FILES
 from miniformer.runtime.codehash import EVALUATION_CODE, INIT_PROBE_CODE, TRAINING_CODE, code_hash
 from miniformer.corpus import check_versioned, raw_data_hash
 from miniformer.stages.crosscheck import peer_experiments
@@ -40,6 +39,8 @@ try:
         os.environ.setdefault("MINIFORMER_SLURM_GPUS", "1")  # the profile's GPUs per run job (train + evaluate)
         if problem := slurm_settings_problem(os.environ):
             raise UserError(problem)
+    from miniformer.evaluation.probes import PROBE_FILES  # two probes claiming one file or order: one line too
+
     STUDY = Study.load("params.yaml", PROFILE)
     PROFILE = STUDY.profile
     check_experiments(STUDY.experiments)  # a claim's experiment renamed away fails here, before anything trains

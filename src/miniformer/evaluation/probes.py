@@ -9,6 +9,7 @@ import importlib
 import pkgutil
 
 from miniformer import evaluation
+from miniformer.errors import UserError
 from miniformer.evaluation.subject import Probe, Reading
 
 # The numbers a training's metrics.json gives every run, before the probes' scalars.
@@ -16,16 +17,20 @@ TRAINING_SCALARS = ("final_train_loss", "diverged", "divergence_step", "loss_spi
 
 
 def discover() -> tuple[Probe, ...]:
-    """Every ``PROBES`` entry of the modules in miniformer.evaluation, by ``order``; refused in one line where two
-    probes share an order (their eval.json order would depend on file names), a file name, or a reading's label."""
+    """Every ``PROBES`` entry of the modules in miniformer.evaluation, by ``order``; refused in one line, naming both
+    probes, where two share an order (their eval.json order would depend on file names) or a file name."""
     found: list[Probe] = []
     for module in pkgutil.iter_modules(evaluation.__path__):
         if module.name != __name__.rpartition(".")[2]:  # this module's PROBES is what it finds, not a declaration
             found += getattr(importlib.import_module(f"{evaluation.__name__}.{module.name}"), "PROBES", ())
-    for what, values in (("order", [p.order for p in found]), ("file", [f for p in found for f in p.files])):
+    for what, held in (("order", [(p.order, p) for p in found]), ("file", [(f, p) for p in found for f in p.files])):
+        values = [v for v, _ in held]
         twice = sorted({v for v in values if values.count(v) > 1}, key=str)
         if twice:
-            raise ValueError(f"two probes declare the same {what} {twice[0]!r}: give each its own (evaluation/)")
+            holders = " and ".join(p.name for v, p in held if v == twice[0])
+            taken = ", ".join(str(v) for v in sorted(set(values), key=str))
+            raise UserError(f"two probes declare the same {what} {twice[0]!r} ({holders}): give each its own "
+                            f"(taken: {taken})")
     return tuple(sorted(found, key=lambda p: p.order))
 
 

@@ -9,6 +9,7 @@ from pathlib import Path
 import torch
 
 from miniformer.devices import pick_device
+from miniformer.errors import UserError
 from miniformer.evaluation.probes import PROBES
 from miniformer.evaluation.subject import Measured, Probe, Subject
 from miniformer.params import RunConfig
@@ -36,8 +37,9 @@ def check_declared_files(probe: Probe, measured: Measured) -> None:
     """The files a probe wrote are the ones it declares: the workflow's outputs come from that declaration, so a file
     it did not declare would be left out of them, and one it declared but did not write fails the job late."""
     if sorted(measured.files) != sorted(probe.files):
-        raise ValueError(f"probe {probe.name} wrote {sorted(measured.files)} but declares files={probe.files}: "
-                         "declare each file it writes in its Probe(files=...)")
+        raise UserError(f"probe {probe.name} wrote {sorted(measured.files)} but declares files={probe.files}: "
+                        "declare each file it writes in its Probe(files=...), and write each on every path (an empty "
+                        "one where the probe does not apply)")
 
 
 def evaluate(run: RunConfig, run_dir: Path, out_dir: Path, data_dir: Path) -> dict:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import difflib
 import json
 import math
 import platform
@@ -513,9 +514,11 @@ def sections_context(r: ReportInputs, found: list) -> dict:
     context.update(statistics_section(r, found))
     unknown = r.m.unknown()
     if unknown:
-        raise UserError(f"the report reads {', '.join(map(repr, unknown))} from {r.results / 'metrics.json'}, which "
-                        "no run there has: a misspelt key in a claim or a probe's readings, or metrics aggregated by "
-                        "older code (run `miniformer aggregate` again)")
+        near = {k: difflib.get_close_matches(k, r.m.keys(), n=1) for k in unknown}
+        named = ", ".join(f"{k!r}" + (f" (did you mean {near[k][0]!r}?)" if near[k] else "") for k in unknown)
+        raise UserError(f"the report reads {named} from {r.results / 'metrics.json'}, which no run there has: a "
+                        "misspelt key in a claim or a probe's readings, or metrics aggregated by older code (run "
+                        "`miniformer aggregate` again)")
     return context
 
 

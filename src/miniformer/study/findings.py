@@ -108,9 +108,13 @@ class Metrics:
         self.asked.add(keys[-1])
         return lambda r: next((r[k] for k in keys if k in r), None)
 
+    def keys(self) -> set[str]:
+        """Every key some run has."""
+        return {k for runs in self.nested.values() for r in runs.values() for k in r}
+
     def unknown(self) -> list[str]:
         """The keys read that no run of the metrics has (none when there are no runs)."""
-        have = {k for runs in self.nested.values() for r in runs.values() for k in r}
+        have = self.keys()
         return sorted(self.asked - have) if have else []
 
     def values(self, exp: str, key: str) -> list[float]:
