@@ -28,7 +28,7 @@ def discover() -> tuple[Probe, ...]:
         twice = sorted({v for v in values if values.count(v) > 1}, key=str)
         if twice:
             holders = " and ".join(p.name for v, p in held if v == twice[0])
-            taken = ", ".join(str(v) for v in sorted(set(values), key=str))
+            taken = ", ".join(str(v) for v in sorted(set(values)))
             raise UserError(f"two probes declare the same {what} {twice[0]!r} ({holders}): give each its own "
                             f"(taken: {taken})")
     return tuple(sorted(found, key=lambda p: p.order))
