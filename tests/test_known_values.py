@@ -821,6 +821,24 @@ def test_the_ngram_counts_the_largest_key_and_its_context_by_hand():
     assert got == pytest.approx([1 / 2, 5 / 8], rel=1e-12)
 
 
+@pytest.mark.parametrize("asked", [(2, 3, 4, 5), (5, 2, 4, 3), (3, 1, 4)])
+def test_each_order_of_a_subjects_ngram_reads_as_a_model_counted_from_scratch(asked):
+    """The subject counts each order's table once and lends it to the other orders (up or down): every order reads
+    every token as a model of that order counted on its own."""
+    from miniformer.evaluation.subject import Subject
+    from miniformer.runtime.ngram import NgramModel
+
+    rng = np.random.default_rng(0)
+    train, query = rng.integers(0, 5, 400), rng.integers(0, 5, 30)
+    s = Subject.__new__(Subject)
+    s.data, s._ngrams = SimpleNamespace(splits={"train": train}, vocab_size=5), {}
+    for order in asked:
+        got = s.ngram(order)
+        assert got.order == order and len(got.tables) == order - 1
+        assert got.token_log_probs(query) == pytest.approx(NgramModel(train, 5, order).token_log_probs(query),
+                                                           rel=1e-12), (asked, order)
+
+
 @pytest.mark.xfail(strict=True, raises=IndexError,
                    reason="a known defect: _count indexes an empty table. Unreachable from the study (prepare refuses "
                           "a split shorter than the longest evaluation window); its fix is an evaluation-code change, "

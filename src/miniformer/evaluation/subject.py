@@ -66,9 +66,12 @@ class Subject:
         self._ngrams: dict[int, NgramModel] = {}
 
     def ngram(self, order: int) -> NgramModel:
-        """The train split's n-gram model of this order (built once per subject)."""
+        """The train split's n-gram model of this order (built once per subject, on the counts of the highest order
+        built so far: each order's table is counted once)."""
         if order not in self._ngrams:
-            self._ngrams[order] = NgramModel(np.asarray(self.data.splits["train"]), self.data.vocab_size, order)
+            counted = self._ngrams[max(self._ngrams)] if self._ngrams else None
+            self._ngrams[order] = NgramModel(np.asarray(self.data.splits["train"]), self.data.vocab_size, order,
+                                             counted=counted)
         return self._ngrams[order]
 
     @functools.cached_property

@@ -34,7 +34,9 @@ class PositionMethod(nn.Module):
     @classmethod
     def parameter_count(cls, block_size: int, n_embd: int, n_head: int) -> int:
         """Its parameters for a config, counted on the meta device: nothing is allocated (runtime/memory.py refuses
-        a model too big for the machine from the config alone)."""
+        a model too big for the machine from the config alone). Any method is counted right this way; the study's
+        own give theirs in closed form, because the first meta build imports torch's compiler — a second of every
+        job's start (tests/test_bad_input.py holds each registered method's count to a built one)."""
         with torch.device("meta"):
             return sum(p.numel() for p in cls.build(block_size, n_embd, n_head).parameters())
 
@@ -76,6 +78,10 @@ class LearnedAbsolute(PositionMethod):
     @classmethod
     def build(cls, block_size: int, n_embd: int, n_head: int) -> PositionMethod:
         return cls(block_size, n_embd)
+
+    @classmethod
+    def parameter_count(cls, block_size: int, n_embd: int, n_head: int) -> int:
+        return block_size * n_embd
 
     def __init__(self, block_size: int, n_embd: int) -> None:
         super().__init__()
@@ -161,6 +167,10 @@ class Rotary(PositionMethod):
     @classmethod
     def build(cls, block_size: int, n_embd: int, n_head: int) -> PositionMethod:
         return cls(n_embd // n_head, n_head)
+
+    @classmethod
+    def parameter_count(cls, block_size: int, n_embd: int, n_head: int) -> int:
+        return 0  # the rotation angles are a buffer
 
     def __init__(self, head_dim: int, n_head: int = 1, base: float = 10000.0) -> None:
         super().__init__()
@@ -294,11 +304,17 @@ class T5Bias(PositionMethod):
     def build(cls, block_size: int, n_embd: int, n_head: int) -> PositionMethod:
         return cls(n_head, n_embd // n_head, max_distance=block_size)
 
+    @classmethod
+    def parameter_count(cls, block_size: int, n_embd: int, n_head: int) -> int:
+        return 2 * cls.NUM_BUCKETS * n_head
+
     def init_parameter(self, name: str, p: nn.Parameter, init: str, embed_std: float) -> None:
         """Every offset equal at the start, as T5's own near-zero init has it."""
         nn.init.zeros_(p)
 
-    def __init__(self, n_head: int, head_dim: int, num_buckets: int = 32, max_distance: int = 128) -> None:
+    NUM_BUCKETS = 32  # per direction, as T5's own
+
+    def __init__(self, n_head: int, head_dim: int, num_buckets: int = NUM_BUCKETS, max_distance: int = 128) -> None:
         super().__init__()
         self.num_buckets, self.max_distance = num_buckets, max_distance
         self.scale = head_dim**0.5

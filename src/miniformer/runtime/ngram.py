@@ -19,15 +19,21 @@ import numpy as np
 class NgramModel:
     """Counts of every n-gram up to ``order`` in a token sequence, kept sorted for vectorised lookups."""
 
-    def __init__(self, ids: np.ndarray, vocab_size: int, order: int = 3, prior: float = 1.0) -> None:
+    def __init__(self, ids: np.ndarray, vocab_size: int, order: int = 3, prior: float = 1.0,
+                 counted: NgramModel | None = None) -> None:
+        """``counted``: a model of the same ids and vocabulary whose tables this one takes instead of counting them
+        again (every order shares the lower orders' counts; the probes ask for several orders of one split)."""
         if order < 1 or not self.fits(order, vocab_size):
             raise ValueError(f"order {order} over a vocabulary of {vocab_size} does not fit an int64 key")
         ids = np.asarray(ids, dtype=np.int64)
         self.vocab_size, self.order, self.prior = vocab_size, order, prior
-        self.unigram = (np.bincount(ids, minlength=vocab_size) + 1.0) / (len(ids) + vocab_size)
-        # per order n >= 2: (sorted n-gram keys, their counts, sorted (n-1)-gram context keys, their counts)
-        self.tables = []
-        for n in range(2, order + 1):
+        if counted is not None:
+            self.unigram, self.tables = counted.unigram, counted.tables[: order - 1]
+        else:
+            self.unigram = (np.bincount(ids, minlength=vocab_size) + 1.0) / (len(ids) + vocab_size)
+            # per order n >= 2: (sorted n-gram keys, their counts, sorted (n-1)-gram context keys, their counts)
+            self.tables = []
+        for n in range(2 + len(self.tables), order + 1):
             grams, contexts = self._keys(ids, n), self._keys(ids[:-1], n - 1)
             self.tables.append((*np.unique(grams, return_counts=True), *np.unique(contexts, return_counts=True)))
 
