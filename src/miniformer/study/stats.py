@@ -329,20 +329,13 @@ class Interval:
         value = self._value(quantity, runs, {})
         if value is None or not math.isfinite(value):
             return None
-        sizes = {s: runs[0][1][0].size(s) for s in sources}
-        rng = np.random.default_rng(self.seed)
-        # the indices drawn replicate by replicate (the draws' order is the interval's seed), then evaluated a block
-        # of replicates at a time: one array operation per source and run instead of one per replicate
-        shared = next(iter(sizes.values())) if same_items and len(set(sizes.values())) == 1 else None
-        draws = [{s: rng.integers(0, n, n) for s, n in sizes.items()} if shared is None else
-                 dict.fromkeys(sizes, rng.integers(0, shared, shared))
-                 for _ in range(self.bootstrap if all(sizes.values()) else 0)]
+        sizes = tuple({s: runs[0][1][0].size(s) for s in sources}.items())
+        shared = sizes[0][1] if same_items and len({n for _, n in sizes}) == 1 else None
         replicates: list[np.ndarray] = []
-        for start in range(0, len(draws), BOOTSTRAP_BLOCK):
-            block = draws[start:start + BOOTSTRAP_BLOCK]
-            v = self._value(quantity, runs, {s: np.stack([d[s] for d in block]) for s in sizes})
+        for block in resample_blocks(self.seed, sizes, shared, self.bootstrap if all(n for _, n in sizes) else 0):
+            v = self._value(quantity, runs, block)
             if v is not None:
-                v = np.broadcast_to(np.asarray(v, dtype=float), (len(block),))
+                v = np.broadcast_to(np.asarray(v, dtype=float), (len(next(iter(block.values()))),))
                 replicates.append(v[np.isfinite(v)])
         kept = np.concatenate(replicates) if replicates else np.empty(0)
         eval_se = float(np.std(kept, ddof=1)) if len(kept) > 1 else 0.0
@@ -359,6 +352,27 @@ class Interval:
                 return None
             total = total + w * np.mean(values, axis=0)
         return total if isinstance(total, np.ndarray) and total.ndim else float(total)
+
+
+@functools.lru_cache(maxsize=8)  # a few MB each at the default study's sizes
+def resample_blocks(seed: int, sizes: tuple[tuple[str, int], ...], shared: int | None,
+                    replicates: int) -> tuple[dict[str, np.ndarray], ...]:
+    """The bootstrap's indices for sources of these (name, size): drawn replicate by replicate from a generator
+    seeded by ``seed`` (the draws' order is the interval's seed), ``shared``: one set for every source (of that
+    size), then stacked BOOTSTRAP_BLOCK replicates at a time, so a quantity is evaluated one block at a time (one
+    array operation per source and run instead of one per replicate). Every contrast over sources of the same sizes
+    draws the same indices: drawn once here, read-only, instead of once per contrast (the draws were most of a
+    report's time)."""
+    rng = np.random.default_rng(seed)
+    draws = [{s: rng.integers(0, n, n) for s, n in sizes} if shared is None else
+             dict.fromkeys((s for s, _ in sizes), rng.integers(0, shared, shared)) for _ in range(replicates)]
+    blocks = []
+    for start in range(0, len(draws), BOOTSTRAP_BLOCK):
+        block = {s: np.stack([d[s] for d in draws[start:start + BOOTSTRAP_BLOCK]]) for s, _ in sizes}
+        for idx in block.values():
+            idx.setflags(write=False)
+        blocks.append(block)
+    return tuple(blocks)
 
 
 def describe_spreads(terms: Sequence[Term], names: Sequence[str]) -> str:
