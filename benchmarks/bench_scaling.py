@@ -48,6 +48,7 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__)
     ap.add_argument("--cores", type=int, default=2)
     ap.add_argument("--steps", type=int, default=3)
+    ap.add_argument("--factors", type=int, nargs="+", default=[1, 3, 10], help="experiment sets, × the default's")
     ap.add_argument("--study", type=Path, default=None, help="a finished default study, for per-run overheads")
     args = ap.parse_args()
     extra_s, extra_note = 0.0, "steps only"
@@ -75,7 +76,7 @@ def main() -> None:
     print(f"Extrapolated from: {extra_note}; {args.cores} jobs side by side, no contention.\n")
     print("| experiment set | runs | DAG planning (s, measured) | study incl. planning (min, extrapolated) |")
     print("|---|---|---|---|")
-    for factor in (1, 3, 10):
+    for factor in args.factors:
         scaled = copy.deepcopy(raw)
         for k in range(1, factor):
             for name, spec in raw["experiments"].items():

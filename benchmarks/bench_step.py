@@ -163,11 +163,11 @@ def print_ab(results: list[tuple[float, float]], off: str, on: str) -> None:
           f"(range {min(ratios):.3f}–{max(ratios):.3f}).\n")
 
 
-def job_overhead() -> dict[str, float]:
+def job_overhead(trials: int = 3) -> dict[str, float]:
     """What every job pays before training: a Python process importing the CLI and the model stack."""
     def timed(cmd: list[str]) -> float:
         samples = []
-        for _ in range(3):
+        for _ in range(trials):
             t = time.perf_counter()
             subprocess.run(cmd, check=True, capture_output=True, cwd=ROOT)
             samples.append(time.perf_counter() - t)
@@ -204,6 +204,7 @@ def main() -> None:
     ap.add_argument("--rounds", type=int, default=5)
     ap.add_argument("--steps", type=int, default=10)
     ap.add_argument("--threads", type=int, default=2)
+    ap.add_argument("--overhead-trials", type=int, default=3, help="fresh interpreters per per-job overhead row")
     ap.add_argument("--variants", action="store_true", help="also time every experiment's model of params.yaml")
     ap.add_argument("--device", default="cpu", help="cpu | cuda (bf16 autocast for both contenders)")
     args = ap.parse_args()
@@ -263,9 +264,9 @@ def main() -> None:
             print(f"| {exp} | {pair[exp] * 1e3:.1f} | {B * T / pair[exp]:,.0f} | {pair[ours.name] / pair[exp]:.2f} |")
         print()
 
-    print("| per-job overhead (median of 3) | seconds |")
+    print(f"| per-job overhead (median of {args.overhead_trials}) | seconds |")
     print("|---|---|")
-    for k, v in job_overhead().items():
+    for k, v in job_overhead(args.overhead_trials).items():
         print(f"| {k} | {v:.2f} |")
 
 
