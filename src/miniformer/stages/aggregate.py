@@ -19,14 +19,14 @@ from miniformer.layout import (
     run_dir,
     seed_folder,
 )
-from miniformer.params import Study
+from miniformer.params import RunConfig, Study
 from miniformer.runtime.checkpoints import evaluation_fingerprint, fingerprint
 from miniformer.runtime.files import atomic_write_text, read_json, write_json
 from miniformer.runtime.provenance import CHECKSUM, check_digest, digests, read_sealed_json, write_sealed_json
 from miniformer.runtime.tokendata import data_hash_of
 
 
-def finished_run(study: Study, results: Path, exp: str, seed: int, data_hash: str) -> tuple[dict, dict]:
+def finished_run(config: RunConfig, results: Path, exp: str, seed: int, data_hash: str) -> tuple[dict, dict]:
     """A run's train metrics and eval.json, refused unless they describe one finished training of the config
     params.yaml asks for, on the prepared data there now: the training reached its last step (or diverged, a result),
     both files are as they were written (sealed), the evaluation read that training's checkpoint under today's eval
@@ -37,7 +37,6 @@ def finished_run(study: Study, results: Path, exp: str, seed: int, data_hash: st
     run_folder, eval_folder = run_dir(results, exp, seed), eval_dir(results, exp, seed)
     train = read_sealed_json(run_folder / "metrics.json", retrain)
     ev = read_sealed_json(eval_folder / "eval.json", f"{reevaluate}, which rewrites it")
-    config = study.config(exp, seed)
     if train.get("config_fingerprint") != config.config_fingerprint():
         raise UserError(f"run {exp}/{seed_folder(seed)} was trained with other params than params.yaml now gives it; "
                         f"re-train it (`miniformer train {name}`), then evaluate it")
@@ -99,18 +98,17 @@ def headline(nested: dict, reference: str) -> dict:
 PLOTTED = ("train_loss", "val_loss")  # step-log columns drawn by `dvc plots`, one folder each (dvc.yaml's plots)
 
 
-def write_plot_series(study: Study, results: Path) -> None:
+def write_plot_series(results: Path, groups: dict[tuple[str, int], str]) -> None:
     """results/plots/<column>/<group>.csv: step, run, value for every run of an experiment group (sweep points with
     their experiment), so `dvc plots show` draws one figure per group with a line per run and `dvc plots diff` puts
     two revisions of the same figure side by side. Long format: the group's runs come from params, not from a list
     kept in dvc.yaml."""
     rows: dict[str, list[pd.DataFrame]] = {}
-    for exp, seed in study.runs():
+    for (exp, seed), group in groups.items():
         log = run_dir(results, exp, seed) / "log.tsv"
         if not log.exists():
             continue
         df = pd.read_csv(log, sep="\t")
-        group = study.config(exp, seed).group
         rows.setdefault(group, []).append(df.assign(run=f"{exp}/{seed_folder(seed)}"))
     for column in PLOTTED:
         folder = results / "plots" / column
@@ -122,17 +120,19 @@ def write_plot_series(study: Study, results: Path) -> None:
             atomic_write_text(folder / f"{group}.csv", table.to_csv(index=False))
 
 
-def checked_runs(study: Study, results: Path, data_dir: Path = DATA_DIR) -> list[tuple[str, int, dict, dict]]:
+def checked_runs(study: Study, results: Path,
+                 data_dir: Path = DATA_DIR) -> list[tuple[str, int, RunConfig, dict, dict]]:
     """Every run of the study as (experiment, seed, train metrics, eval.json), each checked (finished_run) and its
     timings too, before anything is written: a refused input leaves the aggregates already there as they were."""
     data_hash = data_hash_of(data_dir)
     checked = []
     for exp, seed in study.runs():
-        train, ev = finished_run(study, results, exp, seed, data_hash)
+        config = study.config(exp, seed)  # built once per run: every check and table below reads this one
+        train, ev = finished_run(config, results, exp, seed, data_hash)
         perf_path = run_dir(results, exp, seed) / "perf.json"
         if perf_path.exists():
             run_perf(perf_path, train["fingerprint"], f"{exp} --seed {seed}")
-        checked.append((exp, seed, train, ev))
+        checked.append((exp, seed, config, train, ev))
     return checked
 
 
@@ -141,13 +141,13 @@ def aggregate(study: Study, results: Path, data_dir: Path = DATA_DIR) -> dict:
     nested: dict[str, dict] = {}
     samples: dict[str, dict] = {}
     rows, perf, provenance = [], {}, {}
-    for exp, seed, train, ev in checked_runs(study, results, data_dir):
+    checked = checked_runs(study, results, data_dir)
+    for exp, seed, cfg, train, ev in checked:
         provenance[f"{exp}/{seed_folder(seed)}"] = {"training": train["fingerprint"], "evaluation": ev["evaluation"],
                                                     "eval_files": ev.get("files", {})}
         scalars = run_scalars(train, ev)
         nested.setdefault(exp, {})[seed_folder(seed)] = scalars
         samples.setdefault(exp, {})[seed_folder(seed)] = run_samples(results, exp, seed)
-        cfg = study.config(exp, seed)
         rows.append({"experiment": exp, "group": cfg.group, "seed": seed, **scalars})
         perf_path = run_dir(results, exp, seed) / "perf.json"
         if perf_path.exists():
@@ -156,7 +156,7 @@ def aggregate(study: Study, results: Path, data_dir: Path = DATA_DIR) -> dict:
     write_json(results / "headline.json", headline(nested, study.reference))
     write_json(results / "windows.json", samples)
     write_json(results / "perf.json", perf)
-    write_plot_series(study, results)
+    write_plot_series(results, {(exp, seed): cfg.group for exp, seed, cfg, _, _ in checked})
     (results / "tables").mkdir(parents=True, exist_ok=True)
     atomic_write_text(results / "tables" / "runs.csv", pd.DataFrame(rows).to_csv(index=False))
     # last, sealed: what made every run's numbers, and the digests of the aggregates the report reads

@@ -3,6 +3,7 @@ raised. Its state (weights, optimizer, generators, logs) lives in one checkpoint
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import sys
 import time
@@ -37,7 +38,8 @@ LOGS = ("rows", "samples", "curve", "losses")
 
 
 def model_config(run: RunConfig, base_vocab: int) -> ModelConfig:
-    return ModelConfig.from_dict({**run.model.to_dict(), "vocab_size": Specials(base_vocab).model_vocab})
+    """The run's model with the vocabulary it trains on: the tokenizer's plus the objectives' special tokens."""
+    return dataclasses.replace(run.model, vocab_size=Specials(base_vocab).model_vocab)
 
 
 def build_model(run: RunConfig, base_vocab: int) -> tuple[MiniFormer, Specials]:
