@@ -116,10 +116,24 @@ def test_a_reading_or_claim_key_no_run_has_is_refused_in_one_line(monkeypatch):
     monkeypatch.setattr(report, "statistics_section", lambda r, found: {})
     r = fake_inputs({"a": {"seed0": {"toy_one": 1.0}}})
     r.results = report.Path("results")
-    with pytest.raises(UserError, match=r"'toy_onne' \(did you mean 'toy_one'\?\) from .*no run there has"):
+    with pytest.raises(UserError, match=r"'toy_onne' \(did you mean 'toy_one'\?\) for the readings of the probe "
+                                        r"'test_probe_declarations.<lambda>' from .*no run there has"):
         report.sections_context(r, [])
     monkeypatch.setattr(report, "REPORTED", ())
     assert report.sections_context(fake_inputs({"a": {"seed0": {"toy_one": 1.0}}}), []) == {"probe_tables": []}
+
+
+def test_a_sections_key_no_run_has_is_refused_naming_the_section(monkeypatch):
+    def toy_section(r):
+        r.m.mean("a", "val_los")
+        return {}
+
+    monkeypatch.setattr(report, "SECTIONS", (toy_section,))
+    monkeypatch.setattr(report, "statistics_section", lambda r, found: {})
+    r = fake_inputs({"a": {"seed0": {"val_loss": 1.0}}})
+    r.results = report.Path("results")
+    with pytest.raises(UserError, match=r"'val_los' \(did you mean 'val_loss'\?\) for the report's toy section from"):
+        report.sections_context(r, [])
 
 
 def test_metrics_name_the_keys_read_that_no_run_has():
@@ -131,3 +145,27 @@ def test_metrics_name_the_keys_read_that_no_run_has():
     m.reader("val_los")
     assert m.unknown() == ["diverged", "val_los"]
     assert Metrics({}).unknown() == []  # no runs at all: nothing to hold a key against
+
+
+def test_a_key_read_is_named_with_who_read_it():
+    m = Metrics({"a": {"seed0": {"val_loss": 1.0}}})
+    m.values("a", "val_los")
+    with m.asking("the claim 'X'"):
+        m.mean("a", "val_los"), m.any_true("a", "divergd")
+        with m.asking("the probe 'p'"):
+            m.reader("val_los")
+        m.reader("other")
+    assert m.askers("val_los") == ["the claim 'X'", "the probe 'p'", "the report"]
+    assert m.askers("divergd") == m.askers("other") == ["the claim 'X'"]
+
+
+def test_each_claim_reads_its_keys_as_itself():
+    """A claim's misspelt key is refused naming the claim: claims() reads each claim's keys under its name."""
+    from miniformer.study.claims import claims
+    from miniformer.study.findings import Evidence
+
+    ev = Evidence({"baseline": {"seed0": {"val_loss": 2.0}}, "block_rmsnorm": {"seed0": {"val_loss": 2.1}}}, {})
+    claims(ev)
+    askers = {a for key in ev.m.asked for a in ev.m.askers(key)}
+    assert askers and all(a.startswith("the claim '") for a in askers), askers
+    assert "the claim 'RMSNorm ≈ LayerNorm'" in askers

@@ -491,7 +491,8 @@ def declared_probes_section(r: ReportInputs) -> dict:
     for probe in REPORTED:
         rows = []
         for e in r.study.names():
-            means = [r.m.mean(e, reading.key) for reading in probe.readings]
+            with r.m.asking(f"the readings of the probe {probe.name!r}"):
+                means = [r.m.mean(e, reading.key) for reading in probe.readings]
             if any(v is not None for v in means):
                 rows.append((e, len(r.m.nested[e]), ["—" if v is None else reading.format.format(v)
                                                      for reading, v in zip(probe.readings, means)]))
@@ -510,12 +511,14 @@ def sections_context(r: ReportInputs, found: list) -> dict:
     metrics.json key that no run has (it would otherwise read as "not run")."""
     context: dict = {}
     for section in SECTIONS:
-        context.update(section(r))
+        with r.m.asking(f"the report's {section.__name__.removesuffix('_section')} section"):
+            context.update(section(r))
     context.update(statistics_section(r, found))
     unknown = r.m.unknown()
     if unknown:
         near = {k: difflib.get_close_matches(k, r.m.keys(), n=1) for k in unknown}
-        named = ", ".join(f"{k!r}" + (f" (did you mean {near[k][0]!r}?)" if near[k] else "") for k in unknown)
+        named = ", ".join(f"{k!r}" + (f" (did you mean {near[k][0]!r}?)" if near[k] else "")
+                          + f" for {' and '.join(r.m.askers(k))}" for k in unknown)
         raise UserError(f"the report reads {named} from {r.results / 'metrics.json'}, which no run there has: a "
                         "misspelt key in a claim or a probe's readings, or metrics aggregated by older code (run "
                         "`miniformer aggregate` again)")

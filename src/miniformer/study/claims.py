@@ -1280,12 +1280,16 @@ CLAIMS: tuple[Claim, ...] = (
 def claims(ev: Evidence) -> list[Finding]:
     """One Finding per published claim the study checks, each computed from the run's metrics; each marked with
     whether the curve has flattened for it (flattening), and the pace and drift that say so."""
-    found = [(c, c.finding(ev)) for c in CLAIMS]
+    found = []
+    for c in CLAIMS:
+        with ev.m.asking(f"the claim {c.claim!r}"):
+            found.append((c, c.finding(ev)))
     if ev.decays_from is None:  # a stand-in study with no schedule: nothing to read a plateau on
         return [f for _, f in found]
     out = []
-    for _, f in found:
-        flattened, why = flattening(ev, f)
+    for c, f in found:
+        with ev.m.asking(f"the claim {c.claim!r}"):
+            flattened, why = flattening(ev, f)
         out.append(dataclasses.replace(f, flattened=flattened, measurement=f.measurement + why))
     return out
 

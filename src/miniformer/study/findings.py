@@ -6,9 +6,10 @@ table); the template only prints them.
 
 from __future__ import annotations
 
+import contextlib
 import math
 import statistics
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field, replace
 
 from miniformer.layout import loss_at_key
@@ -95,9 +96,26 @@ class Metrics:
 
     def __init__(self, nested: dict, reference: str = REFERENCE) -> None:
         self.nested, self.reference = nested, reference
-        # every key read, so that a key no run has (a misspelling, or metrics aggregated by older code) is named
-        # (``unknown``) instead of reading as "not run"
-        self.asked: set[str] = set()
+        # every key read, and who read it (``asking``), so that a key no run has (a misspelling, or metrics
+        # aggregated by older code) is named with its reader (``unknown``) instead of reading as "not run"
+        self.asked: dict[str, set[str]] = {}
+        self.asker = "the report"
+
+    @contextlib.contextmanager
+    def asking(self, who: str) -> Iterator[None]:
+        """Keys read inside this block are read by ``who`` (a claim, a report section, a probe's readings)."""
+        before, self.asker = self.asker, who
+        try:
+            yield
+        finally:
+            self.asker = before
+
+    def _ask(self, key: str) -> None:
+        self.asked.setdefault(key, set()).add(self.asker)
+
+    def askers(self, key: str) -> list[str]:
+        """Who read ``key``, sorted."""
+        return sorted(self.asked.get(key, ()))
 
     def has(self, exp: str) -> bool:
         return exp in self.nested
@@ -105,7 +123,7 @@ class Metrics:
     def reader(self, *keys: str) -> Callable[[dict], object]:
         """A run's value of the first of ``keys`` it has (None if none); the last key is the one every run must have,
         the others may be missing (a key only some objectives write)."""
-        self.asked.add(keys[-1])
+        self._ask(keys[-1])
         return lambda r: next((r[k] for k in keys if k in r), None)
 
     def keys(self) -> set[str]:
@@ -115,10 +133,10 @@ class Metrics:
     def unknown(self) -> list[str]:
         """The keys read that no run of the metrics has (none when there are no runs)."""
         have = self.keys()
-        return sorted(self.asked - have) if have else []
+        return sorted(set(self.asked) - have) if have else []
 
     def values(self, exp: str, key: str) -> list[float]:
-        self.asked.add(key)
+        self._ask(key)
         runs = self.nested.get(exp, {})
         return [r[key] for r in runs.values() if isinstance(r.get(key), int | float) and not isinstance(r[key], bool)]
 
@@ -127,7 +145,7 @@ class Metrics:
         return statistics.fmean(v) if v else None
 
     def any_true(self, exp: str, key: str) -> bool:
-        self.asked.add(key)
+        self._ask(key)
         return any(r.get(key) is True for r in self.nested.get(exp, {}).values())
 
     def noise(self, key: str = "val_loss") -> float:
