@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import os
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -647,6 +649,20 @@ def test_the_memory_estimate_counts_the_parameters_a_built_model_has(overrides):
 
     cfg = ModelConfig(vocab_size=50, block_size=16, n_layer=2, n_head=4, n_embd=32, **overrides)
     assert param_count(cfg) == count_params(MiniFormer(cfg))
+
+
+def test_the_memory_estimate_of_every_study_method_never_imports_torch_dynamo():
+    """The estimate runs before every training: a count built on the meta device imports torch's compiler, which a
+    job otherwise never loads (runtime/optim.py exists to avoid it). The study's methods count in closed form."""
+    code = ("import sys\n"
+            "from miniformer.network.model import ModelConfig\n"
+            "from miniformer.network.positions import POSITIONS\n"
+            "from miniformer.runtime.memory import training_bytes\n"
+            "for pos in POSITIONS:\n"
+            "    training_bytes(ModelConfig(vocab_size=50, block_size=16, n_head=4, n_embd=32, pos=pos), 8)\n"
+            "print('torch._dynamo' in sys.modules)")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
+    assert out.strip() == "False"
 
 
 def copy_of(params: dict) -> dict:
