@@ -11,11 +11,11 @@ from pathlib import Path
 import pytest
 
 ROOT = Path(__file__).resolve().parent.parent
-TINY = {  # the smallest round of each script that still reaches its table
-    "bench_step.py": ["--trials", "1", "--rounds", "1", "--steps", "1", "--overhead-trials", "1"],
-    "bench_attention.py": ["--rounds", "1", "--trials", "1"],
-    "bench_rope.py": ["--rounds", "1"],
-    "bench_projections.py": ["--trials", "1"],
+TINY = {  # the smallest round of each script that still reaches its table, on one thread (the suite runs beside it)
+    "bench_step.py": ["--trials", "1", "--rounds", "1", "--steps", "1", "--overhead-trials", "1", "--threads", "1"],
+    "bench_attention.py": ["--rounds", "1", "--trials", "1", "--threads", "1"],
+    "bench_rope.py": ["--rounds", "1", "--threads", "1"],
+    "bench_projections.py": ["--trials", "1", "--threads", "1"],
 }
 SLOW = {  # these start Snakemake or whole run jobs: seconds each, so with the slow tests
     "bench_scaling.py": ["--steps", "1", "--factors", "1", "2"],  # 2: the copies are planned too
