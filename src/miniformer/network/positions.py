@@ -34,9 +34,10 @@ class PositionMethod(nn.Module):
     @classmethod
     def parameter_count(cls, block_size: int, n_embd: int, n_head: int) -> int:
         """Its parameters for a config, counted on the meta device: nothing is allocated (runtime/memory.py refuses
-        a model too big for the machine from the config alone). Any method is counted right this way; the study's
-        own give theirs in closed form, because a meta build imports torch's compiler, which a job otherwise never
-        loads (benchmarks/RESULTS.md; tests/test_bad_input.py holds each registered method's count to a built one)."""
+        a model too big for the machine from the config alone). Any method is counted right this way; a method
+        whose meta build would import torch's compiler (a table's init, a computed buffer), which a job otherwise
+        never loads, gives its count in closed form instead (benchmarks/RESULTS.md; tests/test_bad_input.py holds
+        each registered method's count to a built one and the estimate to never importing the compiler)."""
         with torch.device("meta"):
             return sum(p.numel() for p in cls.build(block_size, n_embd, n_head).parameters())
 
