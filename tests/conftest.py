@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import os
 import random
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -34,6 +36,14 @@ def study_args(command: str, root: Path, params: Path | None = None) -> list[str
 
     values = {"params": params or root / "params.yaml", "data": root / "data", "results": root / "results"}
     return [x for flag in COMMAND_FLAGS[command] if flag in values for x in (f"--{flag}", str(values[flag]))]
+
+
+def loads_in_a_fresh_interpreter(code: str, module: str) -> bool:
+    """Whether running ``code`` in a new Python process imports ``module`` (this process has imported too much to
+    tell)."""
+    code += f"\nimport sys; print({module!r} in sys.modules)"
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
+    return out.strip().splitlines()[-1] == "True"
 
 
 def require_system(present: bool, what: str) -> None:

@@ -3,8 +3,6 @@
 from __future__ import annotations
 
 import os
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
@@ -14,7 +12,7 @@ from miniformer.cli import main
 from miniformer.errors import UserError
 from miniformer.network.positions import POSITIONS
 from miniformer.params import PROFILES, Study
-from tests.conftest import study_args, tiny_params
+from tests.conftest import loads_in_a_fresh_interpreter, study_args, tiny_params
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -654,15 +652,12 @@ def test_the_memory_estimate_counts_the_parameters_a_built_model_has(overrides):
 def test_the_memory_estimate_of_every_study_method_never_imports_torch_dynamo():
     """The estimate runs before every training: a count built on the meta device imports torch's compiler, which a
     job otherwise never loads (runtime/optim.py exists to avoid it). The study's methods count in closed form."""
-    code = ("import sys\n"
-            "from miniformer.network.model import ModelConfig\n"
+    code = ("from miniformer.network.model import ModelConfig\n"
             "from miniformer.network.positions import POSITIONS\n"
             "from miniformer.runtime.memory import training_bytes\n"
             "for pos in POSITIONS:\n"
-            "    training_bytes(ModelConfig(vocab_size=50, block_size=16, n_head=4, n_embd=32, pos=pos), 8)\n"
-            "print('torch._dynamo' in sys.modules)")
-    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
-    assert out.strip() == "False"
+            "    training_bytes(ModelConfig(vocab_size=50, block_size=16, n_head=4, n_embd=32, pos=pos), 8)")
+    assert not loads_in_a_fresh_interpreter(code, "torch._dynamo")
 
 
 def copy_of(params: dict) -> dict:
