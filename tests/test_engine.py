@@ -297,6 +297,18 @@ def test_a_failing_process_with_dvclive_exits_without_shutdown_noise(tmp_path):
     assert "Exception ignored" not in done.stderr, done.stderr[-500:]
 
 
+def test_training_in_a_git_repository_without_a_commit_is_refused_in_one_line(study_dir, monkeypatch, capsys):
+    """DVCLive reads HEAD to name its experiment; after a `git init` with no commit (a downloaded copy put under git)
+    it raised scmrepo's "Empty git repo" as a traceback from every run job. Refused in one line naming the fix."""
+    prepared(study_dir)
+    subprocess.run(["git", "init", "-q", str(study_dir)], check=True)
+    monkeypatch.chdir(study_dir)  # DVCLive finds the repository from the working directory, as a job does
+    capsys.readouterr()
+    assert cli(study_dir, "train", "baseline", "--seed", "0") == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and "Empty git repo" in err[0] and "git commit" in err[0], err
+
+
 def test_tensorboard_tracking_mirrors_the_step_log_once_per_step_and_is_off_by_default(study_dir):
     """params.yaml's `tracking: tensorboard` writes every logged row as TensorBoard scalars under
     results/tensorboard/ (read back offline with tensorboard's own reader), outside the run's outputs; a resume that

@@ -45,8 +45,14 @@ class DvcLiveMirror:
             from dvclive import Live
         except ImportError:  # the engine works without it; the pipeline installs it
             return
+        from scmrepo.exceptions import SCMError  # DVC's git layer: installed with DVCLive
+
         shutil.rmtree(folder, ignore_errors=True)
-        self.live = Live(dir=str(folder), dvcyaml=None, save_dvc_exp=False, report=None)
+        try:
+            self.live = Live(dir=str(folder), dvcyaml=None, save_dvc_exp=False, report=None)
+        except SCMError as e:  # e.g. "Empty git repo": a `git init` with no commit yet, where DVCLive reads HEAD
+            raise UserError(f"DVCLive cannot read this folder's git repository ({e}); give it a first commit (`git "
+                            "add -A && git commit -m start`), then run again") from None
         # Live opens the DVC repo (and through it git pack files) only to name the experiment. Closed now, not by the
         # garbage collector at interpreter exit, where dulwich's __del__ fails with "sys.meta_path is None" noise
         # after every crash.
