@@ -68,13 +68,14 @@ smoke: venv
 
 # one pytest-xdist worker more than the cores, a test file each at a time (the end-to-end files keep their study
 # fixture and their order): those files also wait — on Slurm's scheduler, DVC's bookkeeping, a browser — and a third
-# file fills the waits (benchmarks/RESULTS.md: both cores busy 97 % of the suite)
+# file fills the waits (benchmarks/RESULTS.md: both cores busy 97 % of the suite); the files go out longest first
+# (tests/conftest.py's LONGEST_FIRST), which xdist's own reorder, by number of tests, would undo
 TEST_WORKERS ?= $(shell echo $$(($(CORES) + 1)))
 test: venv
-	$(PY) -m pytest -n $(TEST_WORKERS) --dist loadfile
+	$(PY) -m pytest -n $(TEST_WORKERS) --dist loadfile --no-loadscope-reorder
 
 test-fast: venv
-	$(PY) -m pytest -m "not slow" -n $(CORES) --dist loadfile
+	$(PY) -m pytest -m "not slow" -n $(CORES) --dist loadfile --no-loadscope-reorder
 
 lint: venv
 	$(VENV)/bin/ruff check .

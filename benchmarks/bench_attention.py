@@ -6,7 +6,7 @@ half. Two measurements, contenders alternating, medians:
 1. the attention alone, forward + backward, over a grid of heads × window lengths at the baseline's width;
 2. the baseline's whole training step with the kernel swapped in vs SDPA — two model instances swap roles every trial,
    because on this box one instance can run a few percent faster than an identical one.
-Usage: python benchmarks/bench_attention.py [--threads 2] [--rounds 7] [--trials 6]
+Usage: python benchmarks/bench_attention.py [--threads 2] [--rounds 7] [--trials 6] [--step-rounds 5] [--steps 4]
 """
 
 from __future__ import annotations
@@ -107,6 +107,8 @@ def main() -> None:
     ap.add_argument("--threads", type=int, default=2)
     ap.add_argument("--rounds", type=int, default=7)
     ap.add_argument("--trials", type=int, default=6)
+    ap.add_argument("--step-rounds", type=int, default=5, help="alternating rounds per trial of the training step")
+    ap.add_argument("--steps", type=int, default=4, help="training steps per timing")
     args = ap.parse_args()
     torch.set_num_threads(args.threads)
     check_equal_to_sdpa()
@@ -115,7 +117,7 @@ def main() -> None:
     kernel_grid(args.rounds)
     if args.trials:
         print("\nThe baseline's whole training step, SDPA vs the explicit kernel swapped in:\n")
-        results = swapped_ab(SelfAttention, "_sdpa", explicit_causal_path, args.trials, 5)
+        results = swapped_ab(SelfAttention, "_sdpa", explicit_causal_path, args.trials, args.step_rounds, args.steps)
         print_ab(results, "SDPA", "explicit kernel")
 
 

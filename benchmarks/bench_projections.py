@@ -3,7 +3,7 @@
 The fused contender concatenates the three weights and runs one matrix multiply, as single-file GPTs do with their
 ``c_attn``; everything after the projection is shared. Two instances of the baseline swap roles every trial (on this
 box one instance can run a few percent faster than an identical one), medians reported.
-Usage: python benchmarks/bench_projections.py [--threads 2] [--trials 6]
+Usage: python benchmarks/bench_projections.py [--threads 2] [--trials 6] [--rounds 5] [--steps 4]
 """
 
 from __future__ import annotations
@@ -35,10 +35,12 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__)
     ap.add_argument("--threads", type=int, default=2)
     ap.add_argument("--trials", type=int, default=6)
+    ap.add_argument("--rounds", type=int, default=5, help="alternating rounds per trial")
+    ap.add_argument("--steps", type=int, default=4, help="training steps per timing")
     args = ap.parse_args()
     torch.set_num_threads(args.threads)
     print(f"The baseline's whole training step, {args.threads} threads: fused qkv GEMM vs separate projections.\n")
-    results = swapped_ab(SelfAttention, "project", fused_project, args.trials, 5)
+    results = swapped_ab(SelfAttention, "project", fused_project, args.trials, args.rounds, args.steps)
     # (off, on) = (separate, fused); the table shows the speed of separate over fused
     print_ab([(t_fused, t_separate) for t_separate, t_fused in results], "fused", "separate")
 

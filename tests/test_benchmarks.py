@@ -13,9 +13,9 @@ import pytest
 ROOT = Path(__file__).resolve().parent.parent
 TINY = {  # the smallest round of each script that still reaches its table, on one thread (the suite runs beside it)
     "bench_step.py": ["--trials", "1", "--rounds", "1", "--steps", "1", "--overhead-trials", "1", "--threads", "1"],
-    "bench_attention.py": ["--rounds", "1", "--trials", "1", "--threads", "1"],
+    "bench_attention.py": ["--rounds", "1", "--trials", "1", "--step-rounds", "1", "--steps", "1", "--threads", "1"],
     "bench_rope.py": ["--rounds", "1", "--threads", "1"],
-    "bench_projections.py": ["--trials", "1", "--threads", "1"],
+    "bench_projections.py": ["--trials", "1", "--rounds", "1", "--steps", "1", "--threads", "1"],
 }
 SLOW = {  # these start Snakemake or whole run jobs: seconds each, so with the slow tests
     "bench_scaling.py": ["--steps", "1", "--factors", "1", "2"],  # 2: the copies are planned too
@@ -63,3 +63,15 @@ def test_make_names_its_profile_on_the_command_line_and_never_writes_params_yaml
     dry = subprocess.run(["make", "-n", "-W", ".venv/.installed", target], capture_output=True, text=True, cwd=ROOT)
     assert f"--config profile={target if target != 'study' else 'default'}" in dry.stdout
     assert "set-profile" not in dry.stdout and "params.yaml" not in dry.stdout
+
+
+def test_make_test_hands_the_test_files_out_longest_first():
+    """pytest-xdist's file schedule sorts the files by their number of tests unless told not to: the one-test
+    end-to-end files (minutes each) went out last and were the suite's tail, whatever conftest's LONGEST_FIRST said.
+    `make test` and `make test-fast` keep the conftest's order; every file it names exists (a rename would drop it)."""
+    from tests.conftest import LONGEST_FIRST
+
+    for target in ("test", "test-fast"):
+        dry = subprocess.run(["make", "-n", "-W", ".venv/.installed", target], capture_output=True, text=True, cwd=ROOT)
+        assert "--dist loadfile --no-loadscope-reorder" in dry.stdout, (target, dry.stdout)
+    assert [name for name in LONGEST_FIRST if not (ROOT / "tests" / name).is_file()] == []

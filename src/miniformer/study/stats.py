@@ -40,6 +40,7 @@ def z_quantile(confidence: float) -> float:
     return statistics.NormalDist().inv_cdf(0.5 + confidence / 2)
 
 
+@functools.cache  # a report asks for the same few (confidence, df) hundreds of times; each is 60 integrations
 def t_quantile(confidence: float, df: float) -> float:
     """Two-sided Student-t quantile (4.30 for 0.95 and df = 2), by bisection on a numerically integrated CDF."""
     if df <= 0:
