@@ -103,8 +103,8 @@ def test_the_readmes_smoke_outputs_are_what_the_commands_print(smk):
 
 def test_snakemake_records_exactly_what_ran_in_dvc(smk):
     assert dvc_changed_stages(smk) == set()
-    out = sh(smk, "snakemake", "-n", "--nolock").stdout
-    assert "Nothing to be done" in out + sh(smk, "snakemake", "-n", "--nolock").stderr
+    out = sh(smk, "snakemake", "-n", "--nolock")
+    assert "Nothing to be done" in out.stdout + out.stderr
 
 
 def test_one_experiment_change_reruns_only_that_experiment_under_snakemake(smk):

@@ -52,8 +52,6 @@ class CharTokenizer:
         return [self.stoi[c] for c in text if c in self.stoi], missing
 
     def decode(self, ids: list[int]) -> str:
-        if max(ids, default=0) < self.vocab_size:  # the common case, a list lookup per id: a split decodes at once
-            return "".join(map(self.chars.__getitem__, ids))
         return "".join(self.chars[i] if i < self.vocab_size else "\u2047" for i in ids)
 
     def to_json(self) -> str:
