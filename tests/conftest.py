@@ -36,7 +36,7 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
 @pytest.fixture(autouse=True)
 def one_torch_thread():
     """Back to one torch thread after every test: a training in the test's process sets its train.threads for the
-    whole process (the course's params say 2), and every later test on that worker ran two threads on a shared core,
+    whole process (lab.course_params says 2), and every later test on that worker ran two threads on a shared core,
     spinning (tests/README.md: the fidelity file took twice the CPU after the notebook's in-process tests)."""
     yield
     torch.set_num_threads(1)
