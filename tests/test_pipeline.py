@@ -321,10 +321,12 @@ def test_a_deleted_or_half_written_output_is_remade_by_a_plain_rerun_of_either_t
     assert digests_of(study, *numbers) == before
     assert dvc_changed_stages(study) == set()  # what Snakemake re-made is recorded for DVC too
 
-    baseline_eval.unlink()
-    assert "run@baseline" in dvc_changed_stages(study)
+    # DVC's stage is the whole experiment (every seed and sweep point): the one-run experiment's eval.json this time
+    t5_eval = study / "results/eval/pos_t5/seed0/eval.json"
+    t5_eval.unlink()
+    assert "run@pos_t5" in dvc_changed_stages(study)
     sh(study, "dvc", "repro", "-q", timeout=1200)
-    assert baseline_eval.exists() and digests_of(study, *numbers) == before
+    assert t5_eval.exists() and digests_of(study, *numbers) == before
 
 
 def test_the_ladders_claims_join_the_report_as_another_design(smk, tmp_path):
