@@ -33,16 +33,9 @@ class NgramModel:
             self.unigram = (np.bincount(ids, minlength=vocab_size) + 1.0) / (len(ids) + vocab_size)
             # per order n >= 2: (sorted n-gram keys, their counts, sorted (n-1)-gram context keys, their counts)
             self.tables = []
-        first = 2 + len(self.tables)
-        if first > order:
-            return
-        # Each order's window keys extend the order below's by one token (one pass over the split per order, not n);
-        # the (n-1)-gram keys of ids[:-1], the contexts, are the order below's keys without their last window.
-        windows = self._keys(ids, first - 1)
-        for n in range(first, order + 1):
-            contexts = windows[:-1]
-            windows = contexts * self.vocab_size + ids[n - 1 :]
-            self.tables.append((*np.unique(windows, return_counts=True), *np.unique(contexts, return_counts=True)))
+        for n in range(2 + len(self.tables), order + 1):
+            grams, contexts = self._keys(ids, n), self._keys(ids[:-1], n - 1)
+            self.tables.append((*np.unique(grams, return_counts=True), *np.unique(contexts, return_counts=True)))
 
     @staticmethod
     def fits(order: int, vocab_size: int) -> bool:
