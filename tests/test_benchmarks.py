@@ -20,6 +20,7 @@ TINY = {  # the smallest round of each script that still reaches its table, on o
 SLOW = {  # these start Snakemake or whole run jobs: seconds each, so with the slow tests
     "bench_scaling.py": ["--steps", "1", "--factors", "1", "2"],  # 2: the copies are planned too
     "job_startup.py": ["--trials", "1"],
+    "dvc_status.py": ["--trials", "1"],  # the project root: DVC's reads of params.yaml only
 }
 NOT_RUN_HERE = {  # what each needs that a test has not: said, so a new script is never left out silently
     "finetune_rate.py": "the trained models of a finished study",
