@@ -21,9 +21,11 @@ ROOT = Path(__file__).resolve().parents[1]
 # The longest files first, by the CPU each used in a measured `make test` (tests/README.md): under `make test`
 # (pytest-xdist, one file per worker at a time, `--no-loadscope-reorder` so xdist keeps this order rather than putting
 # the files with the most tests first) each starts on a worker of its own while the short files fill in around them.
-# Slurm's test mostly waits on its scheduler, so it goes early, beside the two longest. The sort is stable: each file
-# keeps its own order.
-LONGEST_FIRST = ("test_pipeline.py", "test_dvc_pipeline.py", "test_slurm.py", "test_notebook.py", "test_ladder.py",
+# Slurm's test mostly waits on its scheduler, so it goes early, beside the two longest. test_smoke_outputs.py reads
+# the smoke study test_pipeline.py's worker builds first (smoke_study_built): it goes out once that build is likely
+# done, rather than holding a worker while it waits. The sort is stable: each file keeps its own order.
+LONGEST_FIRST = ("test_pipeline.py", "test_dvc_pipeline.py", "test_slurm.py", "test_notebook.py",
+                 "test_smoke_outputs.py", "test_ladder.py",
                  "test_replication.py", "test_benchmarks.py", "test_hub.py", "test_course.py", "test_faults.py",
                  "test_extending.py", "test_fidelity.py", "test_provenance.py", "test_cluster_profile.py")
 
@@ -40,6 +42,24 @@ def one_torch_thread():
     spinning (tests/README.md: the fidelity file took twice the CPU after the notebook's in-process tests)."""
     yield
     torch.set_num_threads(1)
+
+
+@pytest.fixture(scope="session")
+def smoke_study_built(tmp_path_factory) -> Path:
+    """The whole smoke study under Snakemake (`make smoke` in a copy of the project), built once for every test file
+    that reads it: under pytest-xdist by whichever worker asks first, in the session's folder all workers share. Each
+    file works on a copy of its own (tests/studies.copy_of), so the files run side by side."""
+    from tests.studies import built_once, project_copy, sh
+
+    base = tmp_path_factory.getbasetemp()
+    shared = base.parent if os.environ.get("PYTEST_XDIST_WORKER") else base  # a worker's folder is the session's/gwN
+
+    def build(folder: Path) -> None:
+        folder.mkdir()
+        project_copy(folder)
+        sh(folder, "snakemake", "--cores", "2", "all", timeout=1500)  # ≈ 3 min alone; a shared CI box is slower
+
+    return built_once(shared, "smoke-study", build)
 
 
 def study_args(command: str, root: Path, params: Path | None = None) -> list[str]:

@@ -8,6 +8,7 @@ import re
 import shutil
 import subprocess
 import sys
+from collections.abc import Callable
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -135,3 +136,30 @@ def digests_of(study: Path, *names: str) -> dict[str, str]:
     import hashlib
 
     return {n: hashlib.sha256((study / n).read_bytes()).hexdigest() for n in names}
+
+
+def built_once(shared: Path, name: str, build: Callable[[Path], None]) -> Path:
+    """``shared / name``, made by ``build`` once in a test session by whichever pytest-xdist worker asks first: the
+    others wait on a lock, then read what it made, or the error it failed with (one failed build, not one per file)."""
+    import fcntl
+
+    folder, built, failed = shared / name, shared / f"{name}.built", shared / f"{name}.failed"
+    with open(shared / f"{name}.lock", "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)  # released when the file closes
+        if not built.exists() and not failed.exists():
+            try:
+                build(folder)
+            except Exception as error:
+                failed.write_text(str(error)[-6000:])
+                raise
+            built.touch()
+    if failed.exists():
+        raise AssertionError(f"{name}, built for this session by another test file, failed:\n{failed.read_text()}")
+    return folder
+
+
+def copy_of(study: Path, dest: Path) -> Path:
+    """A study's folder copied whole (its git repository, Snakemake's and DVC's records), times kept: both tools find
+    the copy up to date, and a test edits it without touching the study another file reads."""
+    shutil.copytree(study, dest, symlinks=True)
+    return dest
