@@ -132,6 +132,15 @@ runpy.run_module("miniformer", run_name="__main__")
 """
 
 
+def result_digests(study: Path) -> dict[str, str]:
+    """sha256 of every result and report file (logs and signatures aside: each tool's bookkeeping)."""
+    import hashlib
+
+    return {str(p.relative_to(study)): hashlib.sha256(p.read_bytes()).hexdigest()
+            for folder in ("results", "report") for p in sorted((study / folder).rglob("*"))
+            if p.is_file() and "logs" not in p.parts and "signatures" not in p.parts}
+
+
 def digests_of(study: Path, *names: str) -> dict[str, str]:
     import hashlib
 

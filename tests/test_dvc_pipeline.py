@@ -1,5 +1,6 @@
-"""A study built by `dvc repro`, DVC's loop on it (metrics diff, exp run, push/pull), and the two tools agreeing
-(slow: minutes)."""
+"""A study built by `dvc repro`, DVC's loop on it (metrics diff, push/pull), and the two tools agreeing (slow:
+minutes). `dvc exp run` and `dvc exp show` are test_pipeline.py's, on the study Snakemake built: the same command
+after either tool, run once."""
 
 from __future__ import annotations
 
@@ -17,6 +18,7 @@ from tests.studies import (
     READS_HOOK,
     dvc_changed_stages,
     project_copy,
+    result_digests,
     set_lr,
     sh,
 )
@@ -131,21 +133,6 @@ def test_dvc_plots_draw_every_run(dvc):
         assert drawn == runs, sorted(runs ^ drawn)[:5]
 
 
-def test_dvc_exp_run_with_a_param_override_and_exp_show(dvc):
-    """`dvc exp run -S …` re-runs the one experiment it changes, and `dvc exp show` lists it with its headline."""
-    sh(dvc, "git", "add", "-A")
-    sh(dvc, "git", "-c", "user.name=t", "-c", "user.email=t@t", "commit", "-qm", "before the experiment", check=False)
-    # '+': the key is new (pos_alibi has no train section); without it DVC refuses the override
-    out = sh(dvc, "dvc", "exp", "run", "-n", "alibi-lr", "-S", "+experiments.pos_alibi.train.lr=0.006",
-             timeout=1200).stdout
-    ran = set(re.findall(r"Running stage '([^']+)'", out))
-    assert ran == {"check_params", "run@pos_alibi", "aggregate", "report"}, ran
-    table = json.loads(sh(dvc, "dvc", "exp", "show", "--json").stdout)
-    experiments = [e for entry in table for e in (entry.get("experiments") or [])]
-    names = {run.get("name") for e in experiments for run in e.get("revs", [])}
-    assert "alibi-lr" in names, names
-
-
 def test_no_stage_reads_a_file_it_does_not_declare(dvc, tmp_path):
     """Each DVC stage's command, run with an audit hook on open(): every project file it reads (code and params
     aside) lies under one of the stage's declared deps or outs (a resumed checkpoint is the stage's own output)."""
@@ -178,14 +165,6 @@ def test_no_stage_reads_a_file_it_does_not_declare(dvc, tmp_path):
 
 # --- nothing deleted before a check (issue 53's battery, with sha256 of every result before and after) ---------------
 
-def result_digests(study: Path) -> dict[str, str]:
-    import hashlib
-
-    return {str(p.relative_to(study)): hashlib.sha256(p.read_bytes()).hexdigest()
-            for folder in ("results", "report") for p in sorted((study / folder).rglob("*"))
-            if p.is_file() and "logs" not in p.parts and "signatures" not in p.parts}
-
-
 def test_a_typo_key_is_refused_by_dvc_repro_and_nothing_is_touched(dvc, tmp_path):
     """`dvc repro` ran nothing and exited 0 for `lerning_rate_typo: 3` (no stage's params held the key): the intended
     change silently did nothing. Now DVC's first stage checks every key, and refuses it by name."""
@@ -212,21 +191,4 @@ def test_a_nan_rate_is_refused_by_dvc_repro_before_any_result_is_deleted(dvc, tm
     (study / "params.yaml").write_text(yaml.safe_dump(params, sort_keys=False))
     done = sh(study, "dvc", "repro", check=False)
     assert done.returncode != 0 and "not a finite number" in done.stdout + done.stderr
-    assert result_digests(study) == before
-
-
-def test_an_edited_evaluation_costs_no_finished_aggregate_under_snakemake(dvc, tmp_path):
-    """One hand-edited eval.json, then `snakemake --cores 2 all`: aggregate refused it, and Snakemake had already
-    deleted 19 finished files (metrics.json, windows.json, provenance.json, tables, plots …). Now aggregate's outputs
-    are Snakemake `update()` outputs: the refusal names the file, and every finished file is as it was."""
-    study = tmp_path / "edited"
-    shutil.copytree(dvc, study, symlinks=True)
-    sh(study, "snakemake", "--cores", "2", "all", timeout=1500)  # whatever earlier tests left, brought up to date
-    eval_json = study / "results" / "eval" / "baseline" / "seed0" / "eval.json"
-    eval_json.write_text(eval_json.read_text().replace('"val_loss": ', '"val_loss": 1', 1))
-    before = result_digests(study)
-    done = sh(study, "snakemake", "--cores", "2", "all", check=False, timeout=1500)
-    assert done.returncode != 0
-    log = (study / "results" / "logs" / "aggregate.log").read_text()
-    assert "eval.json' does not match the checksum" in log and "miniformer evaluate baseline --seed 0" in log
     assert result_digests(study) == before

@@ -168,8 +168,8 @@ def test_an_experiment_moved_out_of_the_profile_leaves_the_report_rendering(smk)
 
 def test_after_snakemake_a_dvc_experiment_reruns_one_experiment_and_snakemake_then_plans_nothing(smk):
     """One state for both tools: what Snakemake ran is DVC's record; `dvc exp run -S` with one override re-runs that
-    experiment and the two stages after it, without warnings; then Snakemake finds nothing to redo and leaves its
-    signature of that experiment marked "no known change"."""
+    experiment and the two stages after it, without warnings, and `dvc exp show` lists it by name; then Snakemake
+    finds nothing to redo and leaves its signature of that experiment marked "no known change"."""
     sh(smk, "snakemake", "--cores", "2", "all")  # whatever earlier tests left, brought up to date (and recorded)
     assert dvc_changed_stages(smk) == set()
     sh(smk, "git", "add", "-A")
@@ -178,6 +178,9 @@ def test_after_snakemake_a_dvc_experiment_reruns_one_experiment_and_snakemake_th
     ran = set(re.findall(r"Running stage '([^']+)'", done.stdout))
     assert ran == {"check_params", "run@pos_alibi", "aggregate", "report"}, ran
     assert "WARNING" not in done.stdout + done.stderr, (done.stdout + done.stderr)[-2000:]
+    table = json.loads(sh(smk, "dvc", "exp", "show", "--json").stdout)
+    names = {run.get("name") for entry in table for e in (entry.get("experiments") or []) for run in e.get("revs", [])}
+    assert "alibi-lr" in names, names
     assert dvc_changed_stages(smk) == set()
     assert planned_jobs(smk) == {}, planned_jobs(smk)
     assert (smk / "results" / "signatures" / "pos_alibi" / "seed0.json").stat().st_mtime == 0

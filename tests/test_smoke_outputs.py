@@ -19,6 +19,7 @@ from tests.studies import (
     digests_of,
     dvc_changed_stages,
     planned_jobs,
+    result_digests,
     sh,
 )
 
@@ -307,3 +308,19 @@ def test_a_profile_without_the_head_sweep_draws_no_head_count_curve_and_says_whe
     assert 'alt="val loss minus the reference' not in html
     assert "ran 1, 4 head(s)" in html and "The other head counts (2, 8, 16, 32) run in the profiles that judge" in html
     assert "(the long profile, <code>make long</code>, runs those of Vaswani" in html  # a command, set as one
+
+
+def test_an_edited_evaluation_costs_no_finished_aggregate_under_snakemake(smk, tmp_path):
+    """One hand-edited eval.json, then `snakemake --cores 2 all`: aggregate refused it, and Snakemake had already
+    deleted 19 finished files (metrics.json, windows.json, provenance.json, tables, plots …). Now aggregate's outputs
+    are Snakemake `update()` outputs: the refusal names the file, and every finished file is as it was."""
+    study = tmp_path / "edited"
+    shutil.copytree(smk, study, symlinks=True)  # the study as built: nothing to bring up to date first
+    eval_json = study / "results" / "eval" / "baseline" / "seed0" / "eval.json"
+    eval_json.write_text(eval_json.read_text().replace('"val_loss": ', '"val_loss": 1', 1))
+    before = result_digests(study)
+    done = sh(study, "snakemake", "--cores", "2", "all", check=False, timeout=1500)
+    assert done.returncode != 0
+    log = (study / "results" / "logs" / "aggregate.log").read_text()
+    assert "eval.json' does not match the checksum" in log and "miniformer evaluate baseline --seed 0" in log
+    assert result_digests(study) == before
