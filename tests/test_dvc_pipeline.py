@@ -48,33 +48,28 @@ def test_dvc_repro_smoke_study(dvc):
     assert counted + verdicts["proxy"] >= 18  # one per claim, proxies counted apart (most are not run in this study)
 
 
-def test_both_tools_produce_the_same_outputs_and_metrics(dvc, tmp_path):
-    """A copy of the DVC-built study with two experiments' outputs deleted, re-made by Snakemake: the same files,
-    and metrics identical to the last digit (same params and seeds on the CPU), whichever tool ran them. One is a
-    sweep's experiment (its point has its own folder), the other a single run."""
-    smk = tmp_path / "snakemake"
-    shutil.copytree(dvc, smk, symlinks=True)
-    for experiment in ("pos_t5", "baseline"):
-        shutil.rmtree(smk / "results" / "runs" / experiment)
-        shutil.rmtree(smk / "results" / "eval" / experiment)
-    sh(smk, "snakemake", "--cores", "2", "all", timeout=1500)
+def test_both_tools_produce_the_same_runs_to_the_last_digit(dvc, smoke_study_built):
+    """The same experiments built from nothing by each tool — this file's `dvc repro`, and the smoke study Snakemake
+    built for test_pipeline.py (read here, never edited) — give the same files for every run and metrics identical
+    to the last digit (same params and seeds on the CPU), whichever tool ran them: the reference's learning-rate
+    sweep too (each point has its own folder)."""
+    from miniformer.params import Study
 
     def files(root: Path) -> set[str]:
         skip = {"logs", "dvclive", "signatures"}  # per-tool bookkeeping, not study outputs
-        return {str(p.relative_to(root)) for p in (root / "results").rglob("*")
+        return {str(p.relative_to(root)) for folder in ("runs", "eval") for experiment in DVC_STUDY
+                for p in (root / "results" / folder / experiment).rglob("*")
                 if p.is_file() and not skip & set(p.parts) and not p.name.startswith(".snakemake")}
 
-    assert (smk / "results" / "logs" / "run" / "pos_t5" / "seed0.log").exists()  # Snakemake's job made it
-    assert files(dvc) == files(smk)
-    a = json.loads((smk / "results" / "metrics.json").read_text())
-    b = json.loads((dvc / "results" / "metrics.json").read_text())
-    from miniformer.params import Study
-
+    assert files(dvc) and files(dvc) == files(smoke_study_built)
+    by_dvc = json.loads((dvc / "results" / "metrics.json").read_text())
+    by_snakemake = json.loads((smoke_study_built / "results" / "metrics.json").read_text())
     points = {e for e, _ in Study.load(dvc / "params.yaml").runs() if "/" in e}  # the learning-rate sweep
-    assert points and points <= set(a) and points <= set(b)
-    differ = [f"{e}/{r}/{k}: {a[e][r][k]!r} vs {b[e][r].get(k)!r}" for e in a if e in b and a[e] != b[e]
-              for r in a[e] for k in a[e][r] if a[e][r][k] != b[e].get(r, {}).get(k)]
-    assert a == b, differ  # same params + seed on CPU -> identical metrics, whichever tool ran them
+    assert points and points <= set(by_dvc) and {e.split("/")[0] for e in by_dvc} == set(DVC_STUDY)
+    same_runs = {e: by_snakemake.get(e) for e in by_dvc}
+    differ = [f"{e}/{r}/{k}: {by_dvc[e][r][k]!r} vs {(same_runs[e] or {}).get(r, {}).get(k)!r}" for e in by_dvc
+              for r in by_dvc[e] for k in by_dvc[e][r] if by_dvc[e][r][k] != (same_runs[e] or {}).get(r, {}).get(k)]
+    assert by_dvc == same_runs, differ[:10]
 
 
 def test_snakemake_does_not_retrain_after_dvc_repro(dvc):
