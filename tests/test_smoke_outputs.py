@@ -1,6 +1,7 @@
 """The smoke study's outputs, read and rebuilt from copies: the report in a headless browser, its claims as data and
-beside another budget's or design's, a corpus edit re-planned, a deleted output re-made by either tool (slow: they read
-the smoke study test_pipeline.py reads too, built once for both: conftest.smoke_study_built)."""
+beside another budget's or design's; a corpus edit re-planned; an experiment removed, or moved out of the profile; a
+deleted output re-made by either tool (slow: they read the smoke study test_pipeline.py reads too, built once for
+both: conftest.smoke_study_built)."""
 
 from __future__ import annotations
 
@@ -40,6 +41,39 @@ def test_a_corpus_edit_replans_prepare_under_both_tools(smk, tmp_path):
     (study / "data" / "raw" / "more.txt").write_text("A new line of the corpus.\n")
     assert "prepare" in dvc_changed_stages(study)
     assert planned_jobs(study).get("prepare") == "1"
+
+
+def test_a_removed_experiment_leaves_metrics_and_report_under_both_tools(smk, tmp_path):
+    """An experiment deleted from params.yaml: both tools plan aggregate and report, no run; the study re-made
+    without it (in a copy: the experiment stays in the shared study)."""
+    study = copy_of(smk, tmp_path / "study")
+    p = study / "params.yaml"
+    original = p.read_text()
+    block = re.search(r"^  heads_mean:\n(    .*\n)+", original, flags=re.M).group(0)
+    p.write_text(original.replace(block, ""))
+    jobs = planned_jobs(study)
+    assert jobs.get("aggregate") == "1" and jobs.get("report") == "1" and "run" not in jobs, jobs
+    assert dvc_changed_stages(study) == {"check_params", "aggregate", "report"}
+    sh(study, "snakemake", "--cores", "2", "all")
+    metrics = json.loads((study / "results" / "metrics.json").read_text())
+    assert "heads_mean" not in metrics and "baseline" in metrics
+    assert "heads_mean" not in (study / "report" / "report.html").read_text()
+
+
+def test_an_experiment_moved_out_of_the_profile_leaves_the_report_rendering(smk, tmp_path):
+    """`profiles:` that no longer names the active profile: the run drops out of metrics and the report renders
+    without it (the report once read every experiment's first seed, and had none for it). In a copy."""
+    study = copy_of(smk, tmp_path / "study")
+    p = study / "params.yaml"
+    original = p.read_text()
+    limited = "    model: {init: gpt2}\n    profiles: [%s]\n"
+    edited = original.replace(limited % "smoke, gpu", limited % "gpu")
+    assert edited != original
+    p.write_text(edited)
+    sh(study, "snakemake", "--cores", "2", "all")
+    metrics = json.loads((study / "results" / "metrics.json").read_text())
+    assert "block_gpt2_init" not in metrics and "block_post_norm_gpt2_init" in metrics
+    assert "Head count has a U-shape" in (study / "report" / "report.html").read_text()
 
 
 def test_report_renders_offline_in_a_headless_browser(smk, tmp_path):
