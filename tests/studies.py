@@ -156,6 +156,7 @@ def built_once(shared: Path, name: str, build: Callable[[Path], None]) -> Path:
     with open(shared / f"{name}.lock", "w") as lock:
         fcntl.flock(lock, fcntl.LOCK_EX)  # released when the file closes
         if not built.exists() and not failed.exists():
+            shutil.rmtree(folder, ignore_errors=True)  # what a worker killed mid-build left
             try:
                 build(folder)
             except Exception as error:

@@ -1,6 +1,6 @@
 """A study built by `dvc repro`, DVC's loop on it (metrics diff, push/pull), and the two tools agreeing (slow:
-minutes). `dvc exp run` and `dvc exp show` are test_pipeline.py's, on the study Snakemake built: the same command
-after either tool, run once."""
+minutes). `dvc exp run` and `dvc exp show` are test_pipeline.py's, run once, after Snakemake: DVC's experiment on
+what the other tool made."""
 
 from __future__ import annotations
 
@@ -16,6 +16,7 @@ import pytest
 
 from tests.studies import (
     READS_HOOK,
+    copy_of,
     dvc_changed_stages,
     project_copy,
     result_digests,
@@ -70,6 +71,26 @@ def test_both_tools_produce_the_same_runs_to_the_last_digit(dvc, smoke_study_bui
     differ = [f"{e}/{r}/{k}: {by_dvc[e][r][k]!r} vs {(same_runs[e] or {}).get(r, {}).get(k)!r}" for e in by_dvc
               for r in by_dvc[e] for k in by_dvc[e][r] if by_dvc[e][r][k] != (same_runs[e] or {}).get(r, {}).get(k)]
     assert by_dvc == same_runs, differ[:10]
+
+
+def test_snakemake_remakes_an_experiment_in_a_dvc_built_study_as_dvc_made_it(dvc, tmp_path):
+    """A copy of the DVC-built study with one experiment's outputs deleted: Snakemake re-makes them (its own job's
+    log says it ran) with DVC's files and metrics to the last digit, and records them for DVC (`dvc status` clean)."""
+    smk = copy_of(dvc, tmp_path / "snakemake")
+    for folder in ("runs", "eval"):
+        shutil.rmtree(smk / "results" / folder / "pos_t5")  # a one-run experiment: one job to re-make
+    sh(smk, "snakemake", "--cores", "2", "all", timeout=1500)
+    assert (smk / "results" / "logs" / "run" / "pos_t5" / "seed0.log").exists()  # Snakemake's job made it
+
+    def files(root: Path) -> set[str]:
+        made = [p for folder in ("runs", "eval") for p in (root / "results" / folder / "pos_t5").rglob("*")]
+        return {str(p.relative_to(root)) for p in made
+                if p.is_file() and "dvclive" not in p.parts and not p.name.startswith(".snakemake")}
+
+    assert files(smk) and files(smk) == files(dvc)
+    remade, made = (json.loads((root / "results" / "metrics.json").read_text())["pos_t5"] for root in (smk, dvc))
+    assert remade == made
+    assert dvc_changed_stages(smk) == set()
 
 
 def test_snakemake_does_not_retrain_after_dvc_repro(dvc):

@@ -129,6 +129,8 @@ def test_a_hypothesis_edit_rerenders_the_report_under_both_tools(smk):
         assert dvc_changed_stages(smk) == {"check_params", "run@block_rmsnorm", "aggregate", "report"}
     finally:
         p.write_text(original)
+    # the edit taken back: the same text, nothing left to do under either tool
+    assert planned_jobs(smk) == {} and dvc_changed_stages(smk) == set()
 
 
 def test_after_snakemake_a_dvc_experiment_reruns_one_experiment_and_snakemake_then_plans_nothing(smk):

@@ -60,7 +60,8 @@ def test_replicate_runs_each_setting_in_its_folder_and_the_reports_show_every_cl
     # replication` leaves them, then a plain `snakemake all` re-renders its report with the same table, this run's
     # column first
     own = copy_of(smoke_study_built, tmp_path / "own")
-    shutil.copytree(study / "results" / "settings", own / "results" / "settings")
+    for made in ("results/settings", "replication"):  # what `make replication` leaves in the checkout
+        shutil.copytree(study / made, own / made, symlinks=True)
     done = sh(own, "snakemake", "--cores", "2", "all", timeout=1500)
     assert not re.search(r"^rule (run|prepare):", done.stdout + done.stderr, flags=re.M)  # nothing retrains
     html = (own / "report" / "report.html").read_text()

@@ -26,7 +26,7 @@ def test_smoke_study_on_a_real_slurm(tmp_path):
     require_system(not missing, f"Slurm tools missing: {missing}; apt-get install slurmctld slurmd slurm-client munge")
     require_system(os.geteuid() == 0, "the single-node Slurm test runs its daemons as root (as CI does)")
     # the reference experiment alone (its seeds and its sweep point): the profile's wiring is under test here, not
-    # the smoke profile's coverage (tests/test_pipeline.py builds all of it)
+    # the smoke profile's coverage (conftest.smoke_study_built builds all of it, for test_pipeline.py and others)
     study = project_copy(tmp_path / "study", keep=("baseline",))
     cluster = SlurmCluster(tmp_path / "slurm")
     cluster.start()
