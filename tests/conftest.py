@@ -16,6 +16,10 @@ import yaml
 # made a 10-second test take minutes.
 torch.set_num_threads(1)
 
+# No DVC usage reports from the tests: every dvc command otherwise forks a daemon that tries to send one (a test box
+# has no network), a process per command for nothing.
+os.environ.setdefault("DVC_NO_ANALYTICS", "1")
+
 ROOT = Path(__file__).resolve().parents[1]
 
 # The longest files first, by the CPU each used in a measured `make test` (tests/README.md): under `make test`

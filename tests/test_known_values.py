@@ -821,6 +821,27 @@ def test_the_ngram_counts_the_largest_key_and_its_context_by_hand():
     assert got == pytest.approx([1 / 2, 5 / 8], rel=1e-12)
 
 
+@pytest.mark.parametrize("ids", [[0, 1, 0, 1, 1], [2, 2, 2, 0, 1], [1, 0, 2, 1, 0, 2, 1, 0], [0, 0, 0, 0], [1], [],
+                                 list(np.random.default_rng(3).integers(0, 3, 60))])
+def test_every_ngram_table_holds_the_counts_of_its_windows_counted_one_by_one(ids):
+    """Each order's n-grams, and the contexts before them (the (n-1)-grams that some token follows: not the last
+    one), against a count of every window in turn. The contexts are taken from the order below's table; the last
+    window's context must leave that table once, and leave it whole when it occurs nowhere else (the last two
+    cases: a context seen only at the end)."""
+    from collections import Counter
+
+    from miniformer.runtime.ngram import NgramModel
+
+    model = NgramModel(np.array(ids, dtype=np.int64), 3, 5)
+    for n, (gram_keys, gram_counts, context_keys, context_counts) in zip(range(2, 6), model.tables):
+        windows = Counter(tuple(ids[i : i + n]) for i in range(len(ids) - n + 1))
+        contexts = Counter(w[:-1] for w in windows.elements())
+        key = lambda w: sum(t * 3 ** (len(w) - 1 - k) for k, t in enumerate(w))  # noqa: E731 (base-3 number)
+        assert dict(zip(gram_keys.tolist(), gram_counts.tolist())) == {key(w): c for w, c in windows.items()}, n
+        assert dict(zip(context_keys.tolist(), context_counts.tolist())) == {key(w): c for w, c in contexts.items()}, n
+        assert list(context_keys) == sorted(context_keys), n
+
+
 @pytest.mark.parametrize("asked", [(2, 3, 4, 5), (5, 2, 4, 3), (3, 1, 4)])
 def test_each_order_of_a_subjects_ngram_reads_as_a_model_counted_from_scratch(asked):
     """The subject counts each order's table once and lends it to the other orders (up or down): every order reads

@@ -34,8 +34,24 @@ class NgramModel:
             # per order n >= 2: (sorted n-gram keys, their counts, sorted (n-1)-gram context keys, their counts)
             self.tables = []
         for n in range(2 + len(self.tables), order + 1):
-            grams, contexts = self._keys(ids, n), self._keys(ids[:-1], n - 1)
-            self.tables.append((*np.unique(grams, return_counts=True), *np.unique(contexts, return_counts=True)))
+            self.tables.append((*np.unique(self._keys(ids, n), return_counts=True), *self._contexts(ids, n)))
+
+    def _contexts(self, ids: np.ndarray, n: int) -> tuple[np.ndarray, np.ndarray]:
+        """The sorted (n-1)-gram context keys of every n-gram and their counts: the (n-1)-grams of ids less the last
+        one (no token follows it). Taken from the order below's table rather than sorted again: sorting a split's
+        keys is most of a model's making, and the probes make one per run."""
+        if n == 2:
+            counts = np.bincount(ids[:-1], minlength=self.vocab_size)
+            keys = np.flatnonzero(counts)
+            return keys.astype(np.int64), counts[keys]
+        keys, counts = self.tables[n - 3][:2]
+        if len(ids) >= n - 1:  # the last window of n - 1 tokens starts no n-gram
+            at = np.searchsorted(keys, self._keys(ids[len(ids) - n + 1 :], n - 1)[0])
+            counts = counts.copy()
+            counts[at] -= 1
+            if counts[at] == 0:
+                keys, counts = np.delete(keys, at), np.delete(counts, at)
+        return keys, counts
 
     @staticmethod
     def fits(order: int, vocab_size: int) -> bool:
