@@ -49,8 +49,8 @@ class DvcLiveMirror:
         class FilesOnlyLive(Live):
             """DVCLive's files without its repository lookup. Live opens the DVC repository (and through it git)
             only to name an experiment, find a dvc.yaml stage and a Studio config; this mirror saves no experiment
-            and writes no dvc.yaml, and the lookup was a sixth of a smoke run's job (benchmarks/RESULTS.md) and
-            failed in a git repository without a commit. dvclive is pinned (pyproject.toml): _init_dvc is that
+            and writes no dvc.yaml, and the lookup was about a tenth of a smoke run's job (benchmarks/RESULTS.md)
+            and failed in a git repository without a commit. dvclive is pinned (pyproject.toml): _init_dvc is that
             lookup there."""
 
             def _init_dvc(self) -> None:
