@@ -298,6 +298,26 @@ def test_a_failing_process_with_dvclive_exits_without_shutdown_noise(tmp_path):
     assert "Exception ignored" not in done.stderr, done.stderr[-500:]
 
 
+def test_the_dvclive_mirror_tells_dvc_studio_nothing_even_with_a_token_inside_dvc_exp_run(tmp_path, monkeypatch):
+    """The mirror writes DVCLive's files only. With a Studio token set (as `dvc exp run` passes one to its stages),
+    DVCLive's own start would post a "start" event (and under `dvc exp run`, with the repository unread, nothing marks
+    it as an experiment's): a run Studio shows as never ending, and a network call in every run job."""
+    import dvclive.live
+
+    from miniformer.training.logs import DvcLiveMirror
+
+    posted = []
+    monkeypatch.setattr(dvclive.live, "post_to_studio", lambda live, event, *a, **k: posted.append(event))
+    monkeypatch.setenv("DVC_STUDIO_TOKEN", "isat_test")
+    monkeypatch.setenv("DVC_ROOT", str(tmp_path))
+    monkeypatch.setenv("DVC_EXP_BASELINE_REV", "a" * 40)
+    monkeypatch.setenv("DVC_STUDIO_REPO_URL", "https://example.org/study.git")
+    mirror = DvcLiveMirror(tmp_path / "dvclive", [{"step": 1, "train_loss": 2.0}])
+    mirror.log({"step": 2, "train_loss": 1.5})
+    assert (tmp_path / "dvclive" / "plots" / "metrics" / "train_loss.tsv").read_text().count("\n") == 3
+    assert posted == []
+
+
 def test_training_in_a_git_repository_without_a_commit_trains_and_mirrors_its_log_to_dvclive(study_dir, monkeypatch,
                                                                                               capsys):
     """A downloaded copy put under git with no commit yet (`git init`): DVCLive read HEAD to name an experiment and
@@ -305,7 +325,7 @@ def test_training_in_a_git_repository_without_a_commit_trains_and_mirrors_its_lo
     run trains, and its step log reaches DVCLive's files."""
     prepared(study_dir)
     subprocess.run(["git", "init", "-q", str(study_dir)], check=True)
-    monkeypatch.chdir(study_dir)  # DVCLive finds the repository from the working directory, as a job does
+    monkeypatch.chdir(study_dir)  # where DVCLive's own lookup would look: this repository, with no commit
     capsys.readouterr()
     assert cli(study_dir, "train", "baseline", "--seed", "0") == 0, capsys.readouterr().err[-500:]
     mirrored = study_dir / "results" / "runs" / "baseline" / "seed0" / "dvclive" / "plots" / "metrics"

@@ -825,9 +825,9 @@ def test_the_ngram_counts_the_largest_key_and_its_context_by_hand():
                                  list(np.random.default_rng(3).integers(0, 3, 60))])
 def test_every_ngram_table_holds_the_counts_of_its_windows_counted_one_by_one(ids):
     """Each order's n-grams, and the contexts before them (the (n-1)-grams that some token follows: not the last
-    one), against a count of every window in turn. The contexts are taken from the order below's table; the last
-    window's context must leave that table once, and leave it whole when it occurs nowhere else (the last two
-    cases: a context seen only at the end)."""
+    one), against a count of every window in turn, as int64 keys and counts. The contexts are taken from the order
+    below's table; the last window's context must leave that table once, and leave it whole when it occurs nowhere
+    else (0 1 0 1 1 and 2 2 2 0 1: a context seen only at the end)."""
     from collections import Counter
 
     from miniformer.runtime.ngram import NgramModel
@@ -840,6 +840,7 @@ def test_every_ngram_table_holds_the_counts_of_its_windows_counted_one_by_one(id
         assert dict(zip(gram_keys.tolist(), gram_counts.tolist())) == {key(w): c for w, c in windows.items()}, n
         assert dict(zip(context_keys.tolist(), context_counts.tolist())) == {key(w): c for w, c in contexts.items()}, n
         assert list(context_keys) == sorted(context_keys), n
+        assert {a.dtype for a in (gram_keys, gram_counts, context_keys, context_counts)} == {np.dtype(np.int64)}, n
 
 
 @pytest.mark.parametrize("asked", [(2, 3, 4, 5), (5, 2, 4, 3), (3, 1, 4)])

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import csv
+import functools
 import math
 import resource
 import shutil
@@ -35,29 +36,42 @@ def write_log_tsv(path: Path, rows: list[dict]) -> None:
     atomic_write_text(path, buf.getvalue())
 
 
+@functools.cache
+def files_only_live() -> type | None:
+    """DVCLive's ``Live`` as the mirror uses it: its files (plots/metrics/*.tsv, metrics.json) and nothing else, or
+    None where DVCLive is not installed (the engine works without it; the pipeline installs it)."""
+    try:
+        from dvclive import Live
+    except ImportError:
+        return None
+
+    class FilesOnlyLive(Live):
+        """No repository lookup and no Studio events. ``Live`` opens the DVC repository, and through it git, to name
+        an experiment and find a dvc.yaml stage: the mirror saves no experiment and writes no dvc.yaml, and the
+        lookup was a share of every run job's time (benchmarks/RESULTS.md) and failed in a git repository with no
+        commit. Studio would be told of a run that never ends (the mirror never calls ``end()``). dvclive is pinned
+        (pyproject.toml): these two methods are those steps there."""
+
+        def _init_dvc(self) -> None:
+            pass
+
+        def _init_studio(self) -> None:
+            self._studio_events_to_skip |= {"start", "data", "done"}
+
+    return FilesOnlyLive
+
+
 class DvcLiveMirror:
     """The step log mirrored into DVCLive. Rebuilt from the checkpoint's rows on resume, so a killed-and-resumed run
     has exactly one entry per logged step (DVCLive's own resume would keep rows logged after the last checkpoint)."""
 
     def __init__(self, folder: Path, rows: list[dict]) -> None:
+        live = files_only_live()
         self.live = None
-        try:
-            from dvclive import Live
-        except ImportError:  # the engine works without it; the pipeline installs it
+        if live is None:
             return
-
-        class FilesOnlyLive(Live):
-            """DVCLive's files without its repository lookup. Live opens the DVC repository (and through it git)
-            only to name an experiment, find a dvc.yaml stage and a Studio config; this mirror saves no experiment
-            and writes no dvc.yaml, and the lookup was about a tenth of a smoke run's job (benchmarks/RESULTS.md)
-            and failed in a git repository without a commit. dvclive is pinned (pyproject.toml): _init_dvc is that
-            lookup there."""
-
-            def _init_dvc(self) -> None:
-                pass
-
         shutil.rmtree(folder, ignore_errors=True)
-        self.live = FilesOnlyLive(dir=str(folder), dvcyaml=None, save_dvc_exp=False, report=None)
+        self.live = live(dir=str(folder), dvcyaml=None, save_dvc_exp=False, report=None)
         for row in rows:
             self.log(row)
 
