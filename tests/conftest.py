@@ -20,6 +20,11 @@ torch.set_num_threads(1)
 # has no network), a process per command for nothing.
 os.environ.setdefault("DVC_NO_ANALYTICS", "1")
 
+# Bytecode caches written, as a user's Python writes them: a box that set PYTHONDONTWRITEBYTECODE hid that DVC hashes
+# every file of a folder dependency, __pycache__/ too (.dvcignore now leaves them out), and had every process compile
+# the package's modules again.
+os.environ.pop("PYTHONDONTWRITEBYTECODE", None)
+
 ROOT = Path(__file__).resolve().parents[1]
 
 # The longest files first, by the CPU each used in a measured `make test` (tests/README.md): under `make test`
