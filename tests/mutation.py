@@ -14,7 +14,8 @@ Python imports (an editable install pointing at another checkout would make ever
 run with this checkout's src/ first on the path, so a copy of the repository can be mutated while you work in another.
 
 Tests run in a child forked from a process that has already imported the heavy libraries (torch, numpy, pytest), so a
-mutant costs its tests, not an interpreter start. Bytecode is never written, so no stale .pyc can hide a mutant.
+mutant costs its tests, not an interpreter start. The child writes no bytecode, nor does any process its tests
+start, so no stale .pyc can hide a mutant.
 
     python tests/mutation.py src/miniformer/study/stats.py -- tests/test_stats.py
     python tests/mutation.py src/miniformer/runtime/schedule.py -- tests/test_known_values.py
@@ -39,8 +40,6 @@ from pathlib import Path
 import numpy  # noqa: F401  (imported once here so that each forked test run starts with it loaded)
 import pytest
 import torch  # noqa: F401
-
-sys.dont_write_bytecode = True  # a mutant's .pyc could otherwise be reused for the next mutant of the same size
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -173,6 +172,10 @@ def run_tests(tests: list[str], timeout: float, check_module: tuple[str, Path] |
         os.dup2(devnull, 1)
         os.dup2(devnull, 2)
         os.chdir(ROOT)
+        # no bytecode, here or in a process the tests start: a mutant's .pyc could be reused for the next mutant of
+        # the same size within the same second (set in the child: the tests importing this module write theirs)
+        sys.dont_write_bytecode = True
+        os.environ["PYTHONDONTWRITEBYTECODE"] = "1"
         sys.path.insert(0, str(ROOT / "src"))  # this checkout's package, whatever an editable install points at
         if check_module is not None:
             import importlib
